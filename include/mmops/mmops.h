@@ -1,0 +1,6 @@
+#pragma once
+// Umbrella header of the mmops C++ API. Every function calls its op through
+// the PyTorch dispatcher (CPU, CUDA and autograd included).
+
+#include <mmops/config.h>
+#include <mmops/roi_align.h>

@@ -1,0 +1,192 @@
+#pragma once
+// RoIAlign geometry and bilinear sampling, shared by the CPU and CUDA kernels.
+// Everything here is pure arithmetic on an accumulation type T (float or
+// double); the kernels decide how to loop, load and store.
+//
+// Semantics (mmcv RoIAlign):
+//  * box corners are scaled by spatial_scale; aligned boxes are shifted by -0.5;
+//    unaligned boxes have width/height clamped to at least 1;
+//  * each output bin takes grid_h x grid_w samples at the centres of a regular
+//    sub-grid; sampling_ratio > 0 fixes the grid, 0 makes it ceil(bin size);
+//  * a sample outside [-1, H] x [-1, W] is worth 0, otherwise it is clamped
+//    into the map and bilinearly interpolated.
+// Defined extras: non-finite box coordinates give an invalid box (zeros, no
+// gradient); an adaptive grid is capped at kMaxAdaptiveGrid per side; an empty
+// map (H or W == 0) makes every sample worth 0.
+
+#include <c10/macros/Macros.h>
+
+#include <cmath>
+#include <cstdint>
+
+namespace mmops {
+namespace roi_align_math {
+
+constexpr int kMaxAdaptiveGrid = 512;
+
+template <typename T>
+C10_HOST_DEVICE inline bool is_finite(T v) {
+#ifdef __CUDA_ARCH__
+  return isfinite(v);
+#else
+  return std::isfinite(v);
+#endif
+}
+
+template <typename T>
+C10_HOST_DEVICE inline T ceil_of(T v) {
+#ifdef __CUDA_ARCH__
+  return ceil(v);
+#else
+  return std::ceil(v);
+#endif
+}
+
+// Index of the image a roi belongs to, or -1 if rois[k, 0] is not in [0, batch_size).
+template <typename T>
+C10_HOST_DEVICE inline int64_t batch_index(T value, int64_t batch_size) {
+  if (!(value >= T(0) && value < static_cast<T>(batch_size))) {
+    return -1;  // also NaN
+  }
+  return static_cast<int64_t>(value);
+}
+
+// One roi in feature-map coordinates.
+template <typename T>
+struct RoiBox {
+  T start_y, start_x;  // top-left corner
+  T bin_h, bin_w;      // size of one output bin
+  int grid_h, grid_w;  // samples per bin side; 0 means the bin has no samples
+  bool valid;          // false when a coordinate is not finite
+};
+
+// Samples per bin side.
+template <typename T>
+C10_HOST_DEVICE inline int samples_per_bin(T roi_size, int64_t pooled, int64_t sampling_ratio) {
+  if (sampling_ratio > 0) {
+    return static_cast<int>(sampling_ratio);
+  }
+  const T n = ceil_of(roi_size / static_cast<T>(pooled));
+  if (!(n > T(0))) {
+    return 0;
+  }
+  return n < T(kMaxAdaptiveGrid) ? static_cast<int>(n) : kMaxAdaptiveGrid;
+}
+
+template <typename T>
+C10_HOST_DEVICE inline RoiBox<T> make_roi_box(
+    T x1, T y1, T x2, T y2, T spatial_scale, bool aligned,
+    int64_t pooled_h, int64_t pooled_w, int64_t sampling_ratio) {
+  const T offset = aligned ? T(0.5) : T(0);
+  RoiBox<T> box;
+  box.start_x = x1 * spatial_scale - offset;
+  box.start_y = y1 * spatial_scale - offset;
+  T roi_w = x2 * spatial_scale - offset - box.start_x;
+  T roi_h = y2 * spatial_scale - offset - box.start_y;
+  if (!aligned) {
+    roi_w = roi_w > T(1) ? roi_w : T(1);
+    roi_h = roi_h > T(1) ? roi_h : T(1);
+  }
+  box.valid = is_finite(box.start_x) && is_finite(box.start_y) && is_finite(roi_w) &&
+      is_finite(roi_h);
+  box.bin_h = roi_h / static_cast<T>(pooled_h);
+  box.bin_w = roi_w / static_cast<T>(pooled_w);
+  box.grid_h = box.valid ? samples_per_bin(roi_h, pooled_h, sampling_ratio) : 0;
+  box.grid_w = box.valid ? samples_per_bin(roi_w, pooled_w, sampling_ratio) : 0;
+  return box;
+}
+
+// Coordinate of sample `i` (of `grid`) in bin `p` along one axis.
+template <typename T>
+C10_HOST_DEVICE inline T sample_coord(T start, T bin_size, int64_t p, int i, int grid) {
+  return start + static_cast<T>(p) * bin_size +
+      (static_cast<T>(i) + T(0.5)) * bin_size / static_cast<T>(grid);
+}
+
+// Bilinear interpolation is separable: one axis' two neighbours and weights.
+template <typename T>
+struct AxisTap {
+  int lo, hi;    // neighbour indices along the axis
+  T w_lo, w_hi;  // their weights
+  bool valid;    // false: the sample lies outside [-1, size] and is worth 0
+};
+
+template <typename T>
+C10_HOST_DEVICE inline AxisTap<T> axis_tap(T coord, int64_t size) {
+  AxisTap<T> tap{0, 0, T(0), T(0), false};
+  if (size <= 0 || !(coord >= T(-1) && coord <= static_cast<T>(size))) {
+    return tap;  // also NaN
+  }
+  if (coord < T(0)) {
+    coord = T(0);
+  }
+  int lo = static_cast<int>(coord);
+  int hi;
+  if (lo >= size - 1) {
+    lo = hi = static_cast<int>(size - 1);
+    coord = static_cast<T>(lo);
+  } else {
+    hi = lo + 1;
+  }
+  const T frac = coord - static_cast<T>(lo);
+  tap.lo = lo;
+  tap.hi = hi;
+  tap.w_lo = T(1) - frac;
+  tap.w_hi = frac;
+  tap.valid = true;
+  return tap;
+}
+
+// The four neighbours (offsets into a row-major H x W plane) and weights of a
+// sample whose axis taps are both valid.
+template <typename T>
+struct Corners {
+  int64_t offset[4];
+  T weight[4];
+};
+
+template <typename T>
+C10_HOST_DEVICE inline Corners<T> corners(const AxisTap<T>& ty, const AxisTap<T>& tx, int64_t width) {
+  Corners<T> c;
+  c.offset[0] = ty.lo * width + tx.lo;
+  c.offset[1] = ty.lo * width + tx.hi;
+  c.offset[2] = ty.hi * width + tx.lo;
+  c.offset[3] = ty.hi * width + tx.hi;
+  c.weight[0] = ty.w_lo * tx.w_lo;
+  c.weight[1] = ty.w_lo * tx.w_hi;
+  c.weight[2] = ty.w_hi * tx.w_lo;
+  c.weight[3] = ty.w_hi * tx.w_hi;
+  return c;
+}
+
+// Interpolated value of a sample; `load(offset)` returns the plane value as T.
+template <typename T, typename Load>
+C10_HOST_DEVICE inline T interpolate(const AxisTap<T>& ty, const AxisTap<T>& tx, int64_t width, Load load) {
+  if (!(ty.valid && tx.valid)) {
+    return T(0);
+  }
+  const Corners<T> c = corners(ty, tx, width);
+  return c.weight[0] * load(c.offset[0]) + c.weight[1] * load(c.offset[1]) +
+      c.weight[2] * load(c.offset[2]) + c.weight[3] * load(c.offset[3]);
+}
+
+// Running maximum over a bin's samples for pool_mode="max". The first maximum
+// wins ties; a NaN sample wins and sticks (as torch.amax propagates NaN).
+template <typename T>
+struct MaxTracker {
+  T best = T(0);
+  int index = -1;  // sample index iy * grid_w + ix; -1 while no sample was seen
+  C10_HOST_DEVICE inline void update(T value, int sample) {
+    const bool best_is_nan = best != best;
+    if (index < 0 || (!best_is_nan && (value > best || value != value))) {
+      best = value;
+      index = sample;
+    }
+  }
+  C10_HOST_DEVICE inline T result() const {
+    return index < 0 ? T(0) : best;
+  }
+};
+
+} // namespace roi_align_math
+} // namespace mmops
