@@ -1,0 +1,28 @@
+"""mmops: detection / segmentation / 3D operators for PyTorch, in C++ and CUDA.
+
+Importing this package loads libmmops.so, which registers the operators under
+torch.ops.mmops (usable from eager mode, TorchScript, torch.compile and
+torch.export). This package adds functional wrappers and nn.Modules.
+"""
+
+import torch
+
+from ._loader import load_library
+
+library_path = load_library()
+
+from .ops import roi_align  # noqa: E402
+from .modules import RoIAlign  # noqa: E402
+
+
+def set_strict_index_check(enabled: bool) -> None:
+    """Turns the strict CUDA index check on or off (see README: "Indices in tensor data")."""
+    torch.ops.mmops._set_strict_index_check(bool(enabled))
+
+
+def strict_index_check() -> bool:
+    """Whether CUDA ops validate indices held in tensor data synchronously."""
+    return bool(torch.ops.mmops._strict_index_check())
+
+
+__all__ = ["roi_align", "RoIAlign", "set_strict_index_check", "strict_index_check", "library_path"]
