@@ -80,8 +80,8 @@ void check_batch_indices(const at::Tensor& rois, int64_t batch) {
   const double* values = index.const_data_ptr<double>();
   for (int64_t k = 0; k < index.numel(); ++k) {
     TORCH_CHECK(values[k] >= 0 && values[k] < static_cast<double>(batch), kOp,
-                "rois[:, 0] is the batch index and must lie in [0, N) with N = ", batch,
-                " (input.size(0)), but rois[", k, ", 0] = ", values[k]);
+                "the batch index rois[:, 0] must lie in [0, N) with N = input.size(0) = ", batch,
+                ", but rois[", k, ", 0] = ", values[k]);
   }
 }
 

@@ -1,0 +1,77 @@
+"""Shared fixtures for the mmops Python tests.
+
+Run from the repo root with e.g.
+    PYTHONPATH=python MMOPS_LIBRARY=build/libmmops.so python -m pytest test/python
+The repo's python/ folder is also put on sys.path here, so a plain
+``python -m pytest test/python`` finds the package (which then looks for
+build/libmmops.so itself).
+"""
+import os
+import sys
+
+import pytest
+import torch
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(os.path.dirname(HERE))
+if HERE not in sys.path:
+    sys.path.insert(0, HERE)
+# Fallback after PYTHONPATH, so an explicit PYTHONPATH wins.
+if os.path.join(REPO, "python") not in sys.path:
+    sys.path.append(os.path.join(REPO, "python"))
+
+import mmops  # noqa: E402,F401  (registers torch.ops.mmops.*)
+
+requires_cuda = pytest.mark.skipif(not torch.cuda.is_available(),
+                                   reason="no CUDA device on this machine")
+
+try:
+    import torchvision  # noqa: F401
+    HAS_TORCHVISION = True
+except Exception:  # pragma: no cover - depends on the environment
+    HAS_TORCHVISION = False
+
+requires_torchvision = pytest.mark.skipif(not HAS_TORCHVISION,
+                                          reason="torchvision is not importable")
+
+# CPU atol/rtol used when comparing to the float64 reference.
+TOL = {
+    torch.float32: dict(atol=1e-5, rtol=1e-5),
+    torch.float64: dict(atol=1e-10, rtol=1e-10),
+    torch.float16: dict(atol=1e-2, rtol=1e-2),
+    torch.bfloat16: dict(atol=5e-2, rtol=5e-2),
+}
+
+
+def random_rois(num_rois, batch, height, width, *, dtype=torch.float32, device="cpu",
+                spatial_scale=1.0, extra=True, ordered=False, generator=None):
+    """[K,5] rois in input-image coordinates (i.e. feature coords / spatial_scale).
+
+    Boxes extend up to 30% outside the feature map. With ``extra`` the first rows
+    are replaced by special boxes: tiny, degenerate (x1 == x2 / y1 == y2),
+    reversed (x2 < x1), entirely outside, and covering the whole map.
+    With ``ordered`` every box has x1 <= x2 and y1 <= y2.
+    """
+    size = torch.tensor([width, height, width, height], dtype=torch.float64)
+    xy = torch.rand(num_rois, 4, dtype=torch.float64, generator=generator) * 1.6 - 0.3
+    xy = xy * size
+    if ordered:
+        xy = torch.cat([torch.minimum(xy[:, :2], xy[:, 2:]),
+                        torch.maximum(xy[:, :2], xy[:, 2:])], 1)
+    if extra:
+        special = [
+            [1.3, 2.1, 1.45, 2.2],               # tiny
+            [2.3, 1.2, 2.3, 3.7],                # degenerate in x
+            [0.7, 3.1, width - 1.3, 3.1],        # degenerate in y
+            [width - 1.7, 0.6, 0.4, height - 0.8],  # x2 < x1
+            [-9.3, -7.6, -3.2, -2.9],            # completely outside (top-left)
+            [width + 2.2, 0.5, width + 6.1, 3.3],  # completely outside (right)
+            [-0.9, -1.1, width + 0.7, height + 1.2],  # covers everything
+        ]
+        if ordered:
+            special = [b for b in special if b[0] <= b[2] and b[1] <= b[3]]
+        n = min(len(special), num_rois)
+        xy[:n] = torch.tensor(special[:n], dtype=torch.float64)
+    xy = xy / spatial_scale
+    b = torch.randint(0, batch, (num_rois, 1), generator=generator).to(torch.float64)
+    return torch.cat([b, xy], 1).to(dtype=dtype, device=device)

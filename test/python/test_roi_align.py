@@ -1,0 +1,540 @@
+"""Numerical tests of mmops::roi_align on CPU against the float64 reference,
+known vectors, gradcheck, torchvision and bad inputs."""
+import math
+
+import pytest
+import torch
+
+import mmops
+from conftest import TOL, random_rois, requires_torchvision
+from roi_align_reference import (max_mode_margin, roi_align_ref, roi_align_ref_grad)
+
+op = torch.ops.mmops.roi_align
+
+# (N, C, H, W) and output size used together
+CASES = [((1, 1, 5, 5), (2, 2)), ((2, 3, 7, 12), (3, 4)), ((3, 5, 20, 9), (7, 5))]
+
+
+def run(x, rois, out_size, scale, sr, mode, aligned):
+    return op(x, rois, list(out_size), scale, sr, mode, aligned)
+
+
+def grad_of(x, rois, grad_out, *args):
+    x = x.detach().requires_grad_(True)
+    out = run(x, rois, *args)
+    (g,) = torch.autograd.grad(out, x, grad_out)
+    return g
+
+
+# --------------------------------------------------------------------------- forward
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("spatial_scale", [1.0, 0.5, 0.25])
+@pytest.mark.parametrize("sampling_ratio", [0, 1, 2, 3])
+@pytest.mark.parametrize("aligned", [True, False])
+@pytest.mark.parametrize("pool_mode", ["avg", "max"])
+def test_forward_matches_reference(pool_mode, aligned, sampling_ratio, spatial_scale, dtype):
+    torch.manual_seed(0)
+    for (N, C, H, W), out_size in CASES:
+        x = torch.randn(N, C, H, W, dtype=dtype)
+        rois = random_rois(12, N, H, W, dtype=dtype, spatial_scale=spatial_scale)
+        args = (out_size, spatial_scale, sampling_ratio, pool_mode, aligned)
+        out = run(x, rois, *args)
+        exp = roi_align_ref(x, rois, *args)
+        assert exp.abs().sum() > 0
+        assert out.dtype == dtype and out.shape == (12, C, *out_size)
+        torch.testing.assert_close(out, exp.to(dtype), **TOL[dtype])
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("sampling_ratio", [0, 1, 2, 3])
+@pytest.mark.parametrize("aligned", [True, False])
+@pytest.mark.parametrize("pool_mode", ["avg", "max"])
+def test_backward_matches_reference(pool_mode, aligned, sampling_ratio, dtype):
+    torch.manual_seed(1)
+    for spatial_scale in (1.0, 0.5, 0.25):
+        for (N, C, H, W), out_size in CASES:
+            x = torch.randn(N, C, H, W, dtype=dtype)
+            rois = random_rois(12, N, H, W, dtype=dtype, spatial_scale=spatial_scale)
+            args = (out_size, spatial_scale, sampling_ratio, pool_mode, aligned)
+            go = torch.randn(12, C, *out_size, dtype=dtype)
+            g = grad_of(x, rois, go, *args)
+            exp = roi_align_ref_grad(x, rois, go, output_size=out_size,
+                                     spatial_scale=spatial_scale, sampling_ratio=sampling_ratio,
+                                     pool_mode=pool_mode, aligned=aligned)
+            assert exp.abs().sum() > 0
+            assert g.dtype == dtype and g.shape == x.shape
+            torch.testing.assert_close(g, exp.to(dtype), **TOL[dtype])
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("aligned", [True, False])
+@pytest.mark.parametrize("pool_mode", ["avg", "max"])
+def test_low_precision_matches_reference(pool_mode, aligned, dtype):
+    torch.manual_seed(2)
+    for sampling_ratio in (0, 2):
+        for (N, C, H, W), out_size in CASES:
+            x = torch.randn(N, C, H, W).to(dtype)
+            rois = random_rois(12, N, H, W, dtype=dtype, spatial_scale=0.5)
+            args = (out_size, 0.5, sampling_ratio, pool_mode, aligned)
+            out = run(x, rois, *args)
+            assert out.dtype == dtype and out.shape == (12, C, *out_size)
+            torch.testing.assert_close(out.double(), roi_align_ref(x, rois, *args), **TOL[dtype])
+            if pool_mode == "max":
+                continue  # near-ties may pick another sample: see the test below
+            go = torch.randn(12, C, *out_size).to(dtype)
+            g = grad_of(x, rois, go, *args)
+            exp = roi_align_ref_grad(x, rois, go, output_size=out_size, spatial_scale=0.5,
+                                     sampling_ratio=sampling_ratio, pool_mode=pool_mode,
+                                     aligned=aligned)
+            assert g.dtype == dtype
+            torch.testing.assert_close(g.double(), exp, **TOL[dtype])
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_low_precision_max_backward_single_sample(dtype):
+    # sampling_ratio=1: one sample per bin, so no argmax ambiguity in low precision
+    torch.manual_seed(3)
+    x = torch.randn(2, 3, 9, 11).to(dtype)
+    rois = random_rois(10, 2, 9, 11, dtype=dtype)
+    go = torch.randn(10, 3, 3, 3).to(dtype)
+    args = ((3, 3), 1.0, 1, "max", True)
+    g = grad_of(x, rois, go, *args)
+    exp = roi_align_ref_grad(x, rois, go, output_size=(3, 3), spatial_scale=1.0,
+                             sampling_ratio=1, pool_mode="max", aligned=True)
+    torch.testing.assert_close(g.double(), exp, **TOL[dtype])
+
+
+# --------------------------------------------------------------------------- known vectors
+
+# mmcv tests/test_ops/test_roi_align.py: output 2x2, spatial_scale 1, sampling_ratio 2,
+# avg, aligned=True; gradients are of output.sum().
+MMCV_VECTORS = [
+    ([[[[1., 2.], [3., 4.]]]], [[0., 0., 0., 1., 1.]],
+     [[[[1.0, 1.25], [1.5, 1.75]]]],
+     [[[[3.0625, 0.4375], [0.4375, 0.0625]]]]),
+    ([[[[1., 2.], [3., 4.]], [[4., 3.], [2., 1.]]]], [[0., 0., 0., 1., 1.]],
+     [[[[1.0, 1.25], [1.5, 1.75]], [[4.0, 3.75], [3.5, 3.25]]]],
+     [[[[3.0625, 0.4375], [0.4375, 0.0625]], [[3.0625, 0.4375], [0.4375, 0.0625]]]]),
+    ([[[[1., 2., 5., 6.], [3., 4., 7., 8.], [9., 10., 13., 14.], [11., 12., 15., 16.]]]],
+     [[0., 0., 0., 3., 3.]],
+     [[[[1.9375, 4.75], [7.5625, 10.375]]]],
+     [[[[0.47265625, 0.42968750, 0.42968750, 0.04296875],
+        [0.42968750, 0.39062500, 0.39062500, 0.03906250],
+        [0.42968750, 0.39062500, 0.39062500, 0.03906250],
+        [0.04296875, 0.03906250, 0.03906250, 0.00390625]]]]),
+]
+
+# Hand-derived on f(y, x) = 1 + x + 2y = [[1, 2], [3, 4]] (bilinear is exact on it).
+# (input, roi, output_size, sampling_ratio, pool_mode, aligned, output, grad of output.sum())
+HAND_VECTORS = [
+    # not aligned: one sample at (0.5, 0.5)
+    ([[[[1., 2.], [3., 4.]]]], [[0., 0., 0., 1., 1.]], (1, 1), 1, "avg", False,
+     [[[[2.5]]]], [[[[0.25, 0.25], [0.25, 0.25]]]]),
+    # not aligned: samples at y, x in {0.25, 0.75}
+    ([[[[1., 2.], [3., 4.]]]], [[0., 0., 0., 1., 1.]], (2, 2), 1, "avg", False,
+     [[[[1.75, 2.25], [2.75, 3.25]]]], [[[[1., 1.], [1., 1.]]]]),
+    # not aligned, max over 4 samples at {0.25, 0.75}^2: (0.75, 0.75) wins with 3.25
+    ([[[[1., 2.], [3., 4.]]]], [[0., 0., 0., 1., 1.]], (1, 1), 2, "max", False,
+     [[[[3.25]]]], [[[[0.0625, 0.1875], [0.1875, 0.5625]]]]),
+    # not aligned: a zero-size roi is widened to 1 px
+    ([[[[1., 2.], [3., 4.]]]], [[0., 0.5, 0.5, 0.5, 0.5]], (1, 1), 1, "avg", False,
+     [[[[4.0]]]], [[[[0., 0.], [0., 1.]]]]),
+    # aligned, max: samples at -0.375 / -0.125 are clamped to 0 -> value 1 at (0, 0)
+    ([[[[1., 2.], [3., 4.]]]], [[0., 0., 0., 1., 1.]], (2, 2), 2, "max", True,
+     [[[[1.0, 1.375], [1.75, 2.125]]]], [[[[2.640625, 0.609375], [0.609375, 0.140625]]]]),
+    # aligned, adaptive: zero-size roi has no samples -> 0, no gradient
+    ([[[[1., 2.], [3., 4.]]]], [[0., 1., 1., 1., 1.]], (1, 1), 0, "max", True,
+     [[[[0.0]]]], [[[[0., 0.], [0., 0.]]]]),
+    # not aligned: a sample exactly at x = -1 is inside (clamped to 0) ...
+    ([[[[1., 2.], [3., 4.]]]], [[0., -1.5, 0., -0.5, 1.]], (1, 1), 1, "avg", False,
+     [[[[2.0]]]], [[[[0.5, 0.], [0.5, 0.]]]]),
+    # ... so is one exactly at x = W (clamped to W - 1) ...
+    ([[[[1., 2.], [3., 4.]]]], [[0., 1.5, 0., 2.5, 1.]], (1, 1), 1, "avg", False,
+     [[[[3.0]]]], [[[[0., 0.5], [0., 0.5]]]]),
+    # ... and one exactly at y = H ...
+    ([[[[1., 2.], [3., 4.]]]], [[0., 0., 1.5, 1., 2.5]], (1, 1), 1, "avg", False,
+     [[[[3.5]]]], [[[[0., 0.], [0.5, 0.5]]]]),
+    # ... but x = W + 0.0625 is outside
+    ([[[[1., 2.], [3., 4.]]]], [[0., 1.5, 0., 2.625, 1.]], (1, 1), 1, "avg", False,
+     [[[[0.0]]]], [[[[0., 0.], [0., 0.]]]]),
+    # max, all-zero input: first maximum wins; here the first sample (0.25, 0.5) is inside
+    ([[[[0., 0.], [0., 0.]]]], [[0., 0., 0.5, 4., 1.5]], (1, 1), 2, "max", True,
+     [[[[0.0]]]], [[[[0.375, 0.375], [0.125, 0.125]]]]),
+    # ... and here the first sample (x = -2.5) is outside: it wins, no gradient
+    ([[[[0., 0.], [0., 0.]]]], [[0., -3., 0.5, 1., 1.5]], (1, 1), 2, "max", True,
+     [[[[0.0]]]], [[[[0., 0.], [0., 0.]]]]),
+    # aligned, max: negative values; out-of-range sample (value 0) wins the max
+    ([[[[-1., -2.], [-3., -4.]]]], [[0., -3., -1.2, 1., 1.]], (1, 1), 2, "max", True,
+     [[[[0.0]]]], [[[[0., 0.], [0., 0.]]]]),
+]
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("case", range(len(MMCV_VECTORS)))
+def test_mmcv_known_vectors(case, dtype):
+    inp, roi, out, grad = MMCV_VECTORS[case]
+    x = torch.tensor(inp, dtype=dtype, requires_grad=True)
+    rois = torch.tensor(roi, dtype=dtype)
+    y = op(x, rois, [2, 2], 1.0, 2, "avg", True)
+    y.sum().backward()
+    torch.testing.assert_close(y, torch.tensor(out, dtype=dtype), **TOL[dtype])
+    torch.testing.assert_close(x.grad, torch.tensor(grad, dtype=dtype), **TOL[dtype])
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("case", range(len(HAND_VECTORS)))
+def test_hand_derived_vectors(case, dtype):
+    inp, roi, out_size, sr, mode, aligned, out, grad = HAND_VECTORS[case]
+    x = torch.tensor(inp, dtype=dtype, requires_grad=True)
+    y = op(x, torch.tensor(roi, dtype=dtype), list(out_size), 1.0, sr, mode, aligned)
+    y.sum().backward()
+    torch.testing.assert_close(y, torch.tensor(out, dtype=dtype), **TOL[dtype])
+    torch.testing.assert_close(x.grad, torch.tensor(grad, dtype=dtype), **TOL[dtype])
+
+
+def test_reference_reproduces_known_vectors():
+    """Sanity check of the reference itself against the independent vectors."""
+    for inp, roi, out, grad in MMCV_VECTORS:
+        kw = dict(output_size=(2, 2), spatial_scale=1.0, sampling_ratio=2,
+                  pool_mode="avg", aligned=True)
+        x, r = torch.tensor(inp, dtype=torch.float64), torch.tensor(roi)
+        torch.testing.assert_close(roi_align_ref(x, r, **kw), torch.tensor(out, dtype=torch.float64))
+        g = roi_align_ref_grad(x, r, torch.ones(1, x.shape[1], 2, 2), **kw)
+        torch.testing.assert_close(g, torch.tensor(grad, dtype=torch.float64))
+    for inp, roi, out_size, sr, mode, aligned, out, grad in HAND_VECTORS:
+        kw = dict(output_size=out_size, spatial_scale=1.0, sampling_ratio=sr,
+                  pool_mode=mode, aligned=aligned)
+        x, r = torch.tensor(inp, dtype=torch.float64), torch.tensor(roi)
+        torch.testing.assert_close(roi_align_ref(x, r, **kw), torch.tensor(out, dtype=torch.float64))
+        g = roi_align_ref_grad(x, r, torch.ones(1, 1, *out_size), **kw)
+        torch.testing.assert_close(g, torch.tensor(grad, dtype=torch.float64))
+
+
+@pytest.mark.parametrize("sampling_ratio", [0, 1, 2, 3])
+@pytest.mark.parametrize("aligned", [True, False])
+def test_linear_field_exact(aligned, sampling_ratio):
+    """On f = a + b*x + c*y, a bin that lies inside [0, H-1] x [0, W-1] averages to
+    f(bin centre); with b, c > 0 the max is at the bin's last sample."""
+    H, W, scale = 9, 13, 0.5
+    a, b, c = 0.3, 0.7, 1.9
+    ys, xs = torch.meshgrid(torch.arange(H, dtype=torch.float64),
+                            torch.arange(W, dtype=torch.float64), indexing="ij")
+    x = (a + b * xs + c * ys).expand(1, 2, H, W).contiguous()
+    boxes = [(1.0, 1.5, 10.0, 7.0), (2.25, 0.75, 3.5, 6.25), (0.6, 1.1, 12.4, 7.9)]
+    off = 0.5 if aligned else 0.0
+    # image coordinates such that feature coords (v * scale - off) are the boxes above
+    rois = torch.tensor([[0.0] + [(v + off) / scale for v in box] for box in boxes],
+                        dtype=torch.float64)
+    oh, ow = 3, 4
+    f = lambda yy, xx: a + b * xx + c * yy  # noqa: E731
+    exp_avg, exp_max = torch.zeros(3, 2, oh, ow, dtype=torch.float64), torch.zeros(3, 2, oh, ow, dtype=torch.float64)
+    for k, (x1, y1, x2, y2) in enumerate(boxes):
+        bh, bw = (y2 - y1) / oh, (x2 - x1) / ow
+        gh = sampling_ratio or math.ceil(bh)
+        gw = sampling_ratio or math.ceil(bw)
+        for ph in range(oh):
+            for pw in range(ow):
+                exp_avg[k, :, ph, pw] = f(y1 + (ph + 0.5) * bh, x1 + (pw + 0.5) * bw)
+                exp_max[k, :, ph, pw] = f(y1 + ph * bh + (gh - 0.5) * bh / gh,
+                                          x1 + pw * bw + (gw - 0.5) * bw / gw)
+    for mode, exp in (("avg", exp_avg), ("max", exp_max)):
+        for dtype in (torch.float32, torch.float64):
+            out = op(x.to(dtype), rois.to(dtype), [oh, ow], scale, sampling_ratio, mode, aligned)
+            torch.testing.assert_close(out, exp.to(dtype), **TOL[dtype])
+
+
+# --------------------------------------------------------------------------- gradcheck
+
+@pytest.mark.parametrize("sampling_ratio", [0, 2])
+@pytest.mark.parametrize("aligned", [True, False])
+def test_gradcheck_avg(aligned, sampling_ratio):
+    torch.manual_seed(4)
+    x = torch.randn(2, 2, 6, 7, dtype=torch.float64, requires_grad=True)
+    rois = random_rois(6, 2, 6, 7, dtype=torch.float64, spatial_scale=0.5)
+    assert torch.autograd.gradcheck(
+        lambda t: op(t, rois, [2, 3], 0.5, sampling_ratio, "avg", aligned), (x,),
+        check_batched_grad=False)
+
+
+@pytest.mark.parametrize("sampling_ratio", [0, 2])
+@pytest.mark.parametrize("aligned", [True, False])
+def test_gradcheck_max(aligned, sampling_ratio):
+    torch.manual_seed(5)
+    H, W = 7, 8
+    # well separated values, boxes strictly inside the map (no clamped duplicates)
+    x = (torch.randperm(2 * H * W, dtype=torch.float64).reshape(1, 2, H, W) / 4.0)
+    x.requires_grad_(True)
+    rois = torch.tensor([[0, 0.9, 1.2, 6.3, 5.4], [0, 2.1, 0.8, 4.2, 3.3],
+                         [0, 1.6, 1.1, 5.9, 4.1]], dtype=torch.float64)
+    args = ([2, 2], 1.0, sampling_ratio, "max", aligned)
+    assert max_mode_margin(x, rois, (2, 2), 1.0, sampling_ratio, aligned) > 1e-3
+    assert torch.autograd.gradcheck(lambda t: op(t, rois, *args), (x,),
+                                    check_batched_grad=False)
+
+
+@pytest.mark.parametrize("pool_mode", ["avg", "max"])
+def test_double_backward_raises(pool_mode):
+    torch.manual_seed(6)
+    x = torch.randn(1, 2, 6, 6, dtype=torch.float64, requires_grad=True)
+    rois = random_rois(4, 1, 6, 6, dtype=torch.float64)
+    out = op(x, rois, [2, 2], 1.0, 2, pool_mode, True)
+    go = torch.randn_like(out, requires_grad=True)
+    # mmops refuses already in the create_graph backward; either step may raise
+    with pytest.raises(RuntimeError, match="double backward"):
+        (g,) = torch.autograd.grad(out, x, go, create_graph=True)
+        torch.autograd.grad(g.sum(), (x, go))
+    with pytest.raises(RuntimeError, match="double backward"):
+        torch.autograd.gradgradcheck(lambda t: op(t, rois, [2, 2], 1.0, 2, pool_mode, True), (x,))
+    # create_graph with a constant grad_output is fine (nothing to differentiate twice)
+    out = op(x, rois, [2, 2], 1.0, 2, pool_mode, True)
+    (g,) = torch.autograd.grad(out, x, go.detach(), create_graph=True)
+    exp = roi_align_ref_grad(x, rois, go, output_size=(2, 2), sampling_ratio=2, pool_mode=pool_mode)
+    torch.testing.assert_close(g, exp, **TOL[torch.float64])
+
+
+# --------------------------------------------------------------------------- torchvision
+
+@requires_torchvision
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("sampling_ratio", [0, 1, 2, 3])
+@pytest.mark.parametrize("aligned", [True, False])
+def test_matches_torchvision(aligned, sampling_ratio, dtype):
+    import torchvision
+
+    torch.manual_seed(7)
+    for scale in (1.0, 0.25):
+        for (N, C, H, W), out_size in CASES:
+            x = torch.randn(N, C, H, W, dtype=dtype)
+            # torchvision's CPU kernel cannot take reversed boxes in adaptive mode
+            rois = random_rois(12, N, H, W, dtype=dtype, spatial_scale=scale, ordered=True)
+            go = torch.randn(12, C, *out_size, dtype=dtype)
+            xa = x.clone().requires_grad_(True)
+            xb = x.clone().requires_grad_(True)
+            out = op(xa, rois, list(out_size), scale, sampling_ratio, "avg", aligned)
+            exp = torchvision.ops.roi_align(xb, rois, out_size, scale, sampling_ratio, aligned)
+            torch.testing.assert_close(out, exp, **TOL[dtype])
+            out.backward(go)
+            exp.backward(go)
+            torch.testing.assert_close(xa.grad, xb.grad, **TOL[dtype])
+
+
+# --------------------------------------------------------------------------- special inputs
+
+@pytest.mark.parametrize("pool_mode", ["avg", "max"])
+def test_zero_rois(pool_mode):
+    x = torch.randn(2, 3, 6, 7, requires_grad=True)
+    out = op(x, torch.zeros(0, 5), [2, 3], 1.0, 2, pool_mode, True)
+    assert out.shape == (0, 3, 2, 3)
+    (g,) = torch.autograd.grad(out.sum(), x)
+    assert g.shape == x.shape and torch.equal(g, torch.zeros_like(x))
+
+
+@pytest.mark.parametrize("pool_mode", ["avg", "max"])
+def test_zero_channels(pool_mode):
+    x = torch.randn(2, 0, 6, 7, requires_grad=True)
+    rois = random_rois(4, 2, 6, 7)
+    out = op(x, rois, [2, 3], 1.0, 2, pool_mode, True)
+    assert out.shape == (4, 0, 2, 3)
+    (g,) = torch.autograd.grad(out.sum(), x)
+    assert g.shape == (2, 0, 6, 7)
+
+
+def _noncontiguous_inputs(x):
+    N, C, H, W = x.shape
+    t = torch.empty(N, C, W, H).transpose(2, 3)
+    t.copy_(x)
+    s = torch.empty(N, 2 * C, H, 3 * W)[:, ::2, :, ::3]
+    s.copy_(x)
+    e = x[:1].expand(N, C, H, W)
+    return {"transposed": t, "sliced": s, "channels_last": x.to(memory_format=torch.channels_last),
+            "expanded": e}
+
+
+@pytest.mark.parametrize("layout", ["transposed", "sliced", "channels_last", "expanded"])
+@pytest.mark.parametrize("pool_mode", ["avg", "max"])
+def test_noncontiguous_input(pool_mode, layout):
+    torch.manual_seed(8)
+    x = torch.randn(2, 3, 8, 10)
+    xv = _noncontiguous_inputs(x)[layout]
+    assert not xv.is_contiguous()
+    x = xv.contiguous()
+    rois = random_rois(9, 2, 8, 10, spatial_scale=0.5)
+    rois_nc = torch.empty(5, 9).t()
+    rois_nc.copy_(rois)
+    assert not rois_nc.is_contiguous()
+    go = torch.randn(9, 3, 3, 2)
+    args = ([3, 2], 0.5, 2, pool_mode, False)
+    for xi, ri in ((xv, rois), (x, rois_nc), (xv, rois_nc)):
+        xa, xb = xi.detach().requires_grad_(True), x.detach().requires_grad_(True)
+        out, exp = op(xa, ri, *args), op(xb, rois, *args)
+        torch.testing.assert_close(out, exp, rtol=0, atol=0)
+        out.backward(go)
+        exp.backward(go)
+        torch.testing.assert_close(xa.grad, xb.grad, rtol=1e-6, atol=1e-6)
+    torch.testing.assert_close(exp.double(), roi_align_ref(x, rois, (3, 2), 0.5, 2, pool_mode, False),
+                               **TOL[torch.float32])
+
+
+def test_noncontiguous_grad_output():
+    torch.manual_seed(9)
+    x = torch.randn(1, 2, 6, 6, requires_grad=True)
+    rois = random_rois(5, 1, 6, 6)
+    out = op(x, rois, [3, 3], 1.0, 2, "avg", True)
+    go = torch.randn(3, 3, 2, 5).permute(3, 2, 0, 1)
+    assert not go.is_contiguous()
+    (g,) = torch.autograd.grad(out, x, go)
+    (g2,) = torch.autograd.grad(op(x, rois, [3, 3], 1.0, 2, "avg", True), x, go.contiguous())
+    torch.testing.assert_close(g, g2, rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("pool_mode", ["avg", "max"])
+def test_nonfinite_roi_coordinates_give_zeros(pool_mode):
+    torch.manual_seed(10)
+    x = torch.randn(2, 3, 8, 8, dtype=torch.float64, requires_grad=True)
+    rois = random_rois(10, 2, 8, 8, dtype=torch.float64)
+    bad = [(0, 1, math.nan), (1, 2, math.nan), (2, 3, math.nan), (3, 4, math.nan),
+           (4, 1, math.inf), (5, 4, -math.inf), (6, 3, math.inf)]
+    for row, col, v in bad:
+        rois[row, col] = v
+    out = op(x, rois, [2, 2], 1.0, 0, pool_mode, True)
+    assert torch.equal(out[:7], torch.zeros_like(out[:7]))
+    torch.testing.assert_close(out[7:], roi_align_ref(x, rois[7:], (2, 2), 1.0, 0, pool_mode, True))
+    go = torch.randn_like(out)
+    (g,) = torch.autograd.grad(out, x, go)
+    torch.testing.assert_close(g, roi_align_ref_grad(x, rois[7:], go[7:], output_size=(2, 2),
+                                                     sampling_ratio=0, pool_mode=pool_mode))
+    assert torch.isfinite(g).all()
+
+
+@pytest.mark.parametrize("pool_mode", ["avg", "max"])
+def test_nan_in_input(pool_mode):
+    x = torch.randn(1, 2, 10, 10, dtype=torch.float64)
+    x[0, 0, 1, 1] = math.nan
+    rois = torch.tensor([[0, 0.0, 0.0, 4.0, 4.0], [0, 6.0, 6.0, 9.5, 9.5]], dtype=torch.float64)
+    out = op(x, rois, [2, 2], 1.0, 2, pool_mode, True)
+    assert out.shape == (2, 2, 2, 2)
+    # the second roi does not come near the NaN pixel
+    torch.testing.assert_close(out[1], roi_align_ref(x, rois[1:], (2, 2), 1.0, 2, pool_mode, True)[0])
+    assert torch.isfinite(out[:, 1]).all()
+
+
+def test_huge_adaptive_roi_is_capped():
+    # a 2000 px bin: the adaptive grid is capped at 512 samples per side
+    torch.manual_seed(12)
+    x = torch.randn(1, 2, 16, 16, dtype=torch.float64)
+    rois = torch.tensor([[0, -1000.0, -1000.0, 1000.0, 1000.0]], dtype=torch.float64)
+    for mode in ("avg", "max"):
+        out = op(x, rois, [1, 1], 1.0, 0, mode, True)
+        exp = roi_align_ref(x, rois, (1, 1), 1.0, 0, mode, True)
+        assert exp.abs().min() > 0
+        torch.testing.assert_close(out, exp)
+
+
+def test_defaults():
+    torch.manual_seed(11)
+    x = torch.randn(2, 3, 7, 7, dtype=torch.float64)
+    rois = random_rois(6, 2, 7, 7, dtype=torch.float64)
+    out = op(x, rois, [3, 3])
+    torch.testing.assert_close(out, op(x, rois, [3, 3], 1.0, 0, "avg", True), rtol=0, atol=0)
+    torch.testing.assert_close(out, roi_align_ref(x, rois, (3, 3), 1.0, 0, "avg", True))
+    kw = op(x, rois, output_size=[3, 3], spatial_scale=0.5, sampling_ratio=2, pool_mode="max",
+            aligned=False)
+    torch.testing.assert_close(kw, roi_align_ref(x, rois, (3, 3), 0.5, 2, "max", False))
+
+
+# --------------------------------------------------------------------------- errors
+
+def _good():
+    return torch.randn(2, 3, 6, 6), random_rois(4, 2, 6, 6)
+
+
+BAD_INPUTS = {
+    "input_3d": (lambda x, r: (x[0], r, [2, 2], 1.0, 0, "avg", True), "input"),
+    "input_5d": (lambda x, r: (x[None], r, [2, 2], 1.0, 0, "avg", True), "input"),
+    "rois_1d": (lambda x, r: (x, r[0], [2, 2], 1.0, 0, "avg", True), "rois"),
+    "rois_3d": (lambda x, r: (x, r[None], [2, 2], 1.0, 0, "avg", True), "rois"),
+    "rois_4_cols": (lambda x, r: (x, r[:, :4], [2, 2], 1.0, 0, "avg", True), "rois"),
+    "rois_6_cols": (lambda x, r: (x, torch.cat([r, r[:, :1]], 1), [2, 2], 1.0, 0, "avg", True),
+                    "rois"),
+    "rois_dtype": (lambda x, r: (x, r.double(), [2, 2], 1.0, 0, "avg", True), "rois"),
+    "int_input": (lambda x, r: (x.int(), r.int(), [2, 2], 1.0, 0, "avg", True), "input"),
+    "int_input_float_rois": (lambda x, r: (x.long(), r, [2, 2], 1.0, 0, "avg", True), "input"),
+    "output_h_zero": (lambda x, r: (x, r, [0, 2], 1.0, 0, "avg", True), "output_size"),
+    "output_w_negative": (lambda x, r: (x, r, [2, -1], 1.0, 0, "avg", True), "output_size"),
+    "sampling_ratio_negative": (lambda x, r: (x, r, [2, 2], 1.0, -1, "avg", True),
+                                "sampling_ratio"),
+    "pool_mode": (lambda x, r: (x, r, [2, 2], 1.0, 0, "sum", True), "pool_mode"),
+    "pool_mode_case": (lambda x, r: (x, r, [2, 2], 1.0, 0, "AVG", True), "pool_mode"),
+    "spatial_scale_zero": (lambda x, r: (x, r, [2, 2], 0.0, 0, "avg", True), "spatial_scale"),
+    "spatial_scale_negative": (lambda x, r: (x, r, [2, 2], -0.5, 0, "avg", True),
+                               "spatial_scale"),
+    "spatial_scale_inf": (lambda x, r: (x, r, [2, 2], math.inf, 0, "avg", True),
+                          "spatial_scale"),
+    "spatial_scale_nan": (lambda x, r: (x, r, [2, 2], math.nan, 0, "avg", True),
+                          "spatial_scale"),
+}
+
+
+@pytest.mark.parametrize("name", list(BAD_INPUTS))
+def test_bad_input_raises(name):
+    make, match = BAD_INPUTS[name]
+    with pytest.raises(RuntimeError, match=match):
+        op(*make(*_good()))
+
+
+@pytest.mark.parametrize("pool_mode", ["avg", "max"])
+@pytest.mark.parametrize("batch_index", [-1.0, 2.0, 7.0, math.nan])
+def test_bad_batch_index_raises_on_cpu(batch_index, pool_mode):
+    x, rois = _good()
+    rois[2, 0] = batch_index
+    with pytest.raises(RuntimeError, match="batch index"):
+        op(x, rois, [2, 2], 1.0, 0, pool_mode, True)
+
+
+def test_bad_batch_index_raises_in_helper_ops_on_cpu():
+    x, rois = _good()
+    rois[1, 0] = 5
+    with pytest.raises(RuntimeError, match="batch index"):
+        torch.ops.mmops._roi_align_forward(x, rois, [2, 2], 1.0, 0, "max", True)
+
+
+def test_strict_index_check_toggle():
+    before = mmops.strict_index_check()
+    try:
+        mmops.set_strict_index_check(True)
+        assert mmops.strict_index_check() is True
+        mmops.set_strict_index_check(False)
+        assert mmops.strict_index_check() is False
+    finally:
+        mmops.set_strict_index_check(before)
+    assert mmops.strict_index_check() == before
+
+
+# --------------------------------------------------------------------------- property test
+
+try:
+    from hypothesis import given, settings, strategies as st
+except ImportError:  # pragma: no cover
+    given = None
+
+if given is not None:
+    @settings(max_examples=60, deadline=None, derandomize=True)
+    @given(n=st.integers(1, 3), c=st.integers(1, 3), h=st.integers(1, 9), w=st.integers(1, 9),
+           oh=st.integers(1, 4), ow=st.integers(1, 4), k=st.integers(1, 6),
+           scale=st.sampled_from([1.0, 0.5, 0.25, 0.125]), sr=st.integers(0, 4),
+           mode=st.sampled_from(["avg", "max"]), aligned=st.booleans(),
+           seed=st.integers(0, 2**16))
+    def test_property_matches_reference(n, c, h, w, oh, ow, k, scale, sr, mode, aligned, seed):
+        gen = torch.Generator().manual_seed(seed)
+        x = torch.randn(n, c, h, w, dtype=torch.float64, generator=gen)
+        rois = random_rois(k, n, h, w, dtype=torch.float64, spatial_scale=scale,
+                           extra=False, generator=gen)
+        go = torch.randn(k, c, oh, ow, dtype=torch.float64, generator=gen)
+        args = ((oh, ow), scale, sr, mode, aligned)
+        out = run(x, rois, *args)
+        torch.testing.assert_close(out, roi_align_ref(x, rois, *args), **TOL[torch.float64])
+        g = grad_of(x, rois, go, *args)
+        exp = roi_align_ref_grad(x, rois, go, output_size=(oh, ow), spatial_scale=scale,
+                                 sampling_ratio=sr, pool_mode=mode, aligned=aligned)
+        torch.testing.assert_close(g, exp, **TOL[torch.float64])
