@@ -1,0 +1,83 @@
+# Shared set-up for the README commands (examples/run_demo.sh, test/run_tests.sh)
+# and CI. Source it from bash, then call:
+#   mmops_setup   exports MMOPS_PY (a python with torch) and MMOPS_TORCH_PREFIX;
+#                 installs what is missing: a venv with torch from the local wheels,
+#                 GoogleTest from Debian's packages.
+#   mmops_build   configures, builds and installs mmops (and its tests) into
+#                 MMOPS_BUILD_DIR (default build/) and MMOPS_INSTALL_DIR (build/install).
+
+MMOPS_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+export MMOPS_ROOT
+
+_mmops_log() { echo "[mmops] $*" >&2; }
+
+_mmops_as_root() {
+  if [ "$(id -u)" -eq 0 ]; then "$@"; elif command -v sudo >/dev/null; then sudo "$@"; else return 1; fi
+}
+
+_mmops_pick_python() {
+  if [ -n "${MMOPS_PYTHON:-}" ]; then
+    MMOPS_PY="$MMOPS_PYTHON"
+  elif python3 -c "import torch" >/dev/null 2>&1; then
+    # A machine that already has torch (the GPU machine does): use it as it is.
+    MMOPS_PY="$(command -v python3)"
+  else
+    local venv="${MMOPS_VENV:-$MMOPS_ROOT/.venv}"
+    if ! "$venv/bin/python" -c "import torch, torchvision, pytest, numpy" >/dev/null 2>&1; then
+      _mmops_log "creating $venv with torch 2.14.1 + torchvision 0.29.1 (CUDA build, local wheels)"
+      python3 -m venv "$venv"
+      "$venv/bin/python" -m pip install -q --upgrade pip >/dev/null 2>&1 || true
+      "$venv/bin/python" -m pip install -q torch==2.14.1 torchvision==0.29.1 numpy pytest
+    fi
+    MMOPS_PY="$venv/bin/python"
+  fi
+  if ! "$MMOPS_PY" -c "import pytest, numpy" >/dev/null 2>&1; then
+    _mmops_log "installing pytest and numpy into $MMOPS_PY"
+    "$MMOPS_PY" -m pip install -q pytest numpy
+  fi
+  export MMOPS_PY
+  MMOPS_TORCH_PREFIX="$("$MMOPS_PY" -c 'import torch; print(torch.utils.cmake_prefix_path)')"
+  export MMOPS_TORCH_PREFIX
+}
+
+_mmops_have_gtest() {
+  [ -f /usr/include/gtest/gtest.h ] || [ -f /usr/local/include/gtest/gtest.h ]
+}
+
+_mmops_ensure_tools() {
+  # nvcc is often installed without being on PATH; torch's CMake looks for it there.
+  if ! command -v nvcc >/dev/null 2>&1 && [ -x /usr/local/cuda/bin/nvcc ]; then
+    export PATH="/usr/local/cuda/bin:$PATH"
+  fi
+  local missing=()
+  command -v cmake >/dev/null 2>&1 || missing+=(cmake)
+  command -v g++ >/dev/null 2>&1 || missing+=(g++)
+  _mmops_have_gtest || missing+=(libgtest-dev)
+  if [ ${#missing[@]} -gt 0 ]; then
+    _mmops_log "installing ${missing[*]} from Debian packages"
+    if ! { _mmops_as_root apt-get update -qq && _mmops_as_root apt-get install -y -qq "${missing[@]}" >/dev/null; }; then
+      _mmops_log "could not install ${missing[*]}; C++ tests need GoogleTest"
+    fi
+  fi
+}
+
+mmops_setup() {
+  _mmops_ensure_tools
+  _mmops_pick_python
+  _mmops_log "python: $MMOPS_PY ($("$MMOPS_PY" -c 'import torch; print("torch", torch.__version__, "cuda" if torch.cuda.is_available() else "no GPU")'))"
+}
+
+mmops_build() {
+  MMOPS_BUILD_DIR="${MMOPS_BUILD_DIR:-$MMOPS_ROOT/build}"
+  MMOPS_INSTALL_DIR="${MMOPS_INSTALL_DIR:-$MMOPS_BUILD_DIR/install}"
+  export MMOPS_BUILD_DIR MMOPS_INSTALL_DIR
+  local generator=()
+  if command -v ninja >/dev/null 2>&1 && [ ! -f "$MMOPS_BUILD_DIR/Makefile" ]; then
+    generator=(-G Ninja)
+  fi
+  cmake -S "$MMOPS_ROOT" -B "$MMOPS_BUILD_DIR" "${generator[@]}" \
+    -DCMAKE_BUILD_TYPE=Release -DMMOPS_PYTHON="$MMOPS_PY" ${MMOPS_CMAKE_ARGS:-}
+  cmake --build "$MMOPS_BUILD_DIR" --parallel "$(nproc)"
+  cmake --install "$MMOPS_BUILD_DIR" --prefix "$MMOPS_INSTALL_DIR" >/dev/null
+  _mmops_log "built $MMOPS_BUILD_DIR/libmmops.so, installed into $MMOPS_INSTALL_DIR"
+}
