@@ -6,11 +6,17 @@ The repo's python/ folder is also put on sys.path here, so a plain
 ``python -m pytest test/python`` finds the package (which then looks for
 build/libmmops.so itself).
 """
+import contextlib
 import os
 import sys
+import tempfile
 
 import pytest
 import torch
+
+# keep hypothesis' cache out of the source tree
+os.environ.setdefault("HYPOTHESIS_STORAGE_DIRECTORY",
+                      os.path.join(tempfile.gettempdir(), "mmops-hypothesis"))
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
@@ -20,7 +26,13 @@ if HERE not in sys.path:
 if os.path.join(REPO, "python") not in sys.path:
     sys.path.append(os.path.join(REPO, "python"))
 
-import mmops  # noqa: E402,F401  (registers torch.ops.mmops.*)
+import mmops  # noqa: E402  (registers torch.ops.mmops.*)
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "slow: long test (deselect with -m 'not slow', "
+                                       "e.g. under compute-sanitizer)")
+
 
 requires_cuda = pytest.mark.skipif(not torch.cuda.is_available(),
                                    reason="no CUDA device on this machine")
@@ -33,6 +45,18 @@ except Exception:  # pragma: no cover - depends on the environment
 
 requires_torchvision = pytest.mark.skipif(not HAS_TORCHVISION,
                                           reason="torchvision is not importable")
+
+
+@contextlib.contextmanager
+def strict_index_check(enabled):
+    """Temporarily sets mmops' strict CUDA batch-index check."""
+    before = mmops.strict_index_check()
+    mmops.set_strict_index_check(enabled)
+    try:
+        yield
+    finally:
+        mmops.set_strict_index_check(before)
+
 
 # CPU atol/rtol used when comparing to the float64 reference.
 TOL = {

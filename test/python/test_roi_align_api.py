@@ -222,6 +222,7 @@ def test_compile_inductor():
 
 
 @requires_cuda
+@pytest.mark.slow
 def test_compile_inductor_cuda():
     _compile_and_compare("inductor", device="cuda")
 

@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# Run on the GPU machine (the `device` tool): the README's test command with the
+# CUDA tests, compute-sanitizer on the CUDA tests, the demo and the benchmark.
+# Logs go to $OUT (or build-gpu/logs). Usage: .ci/gpu_check.sh [tests|sanitize|demo|bench]...
+set -uo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+export MMOPS_BUILD_DIR="${MMOPS_BUILD_DIR:-$PWD/build-gpu}"
+LOGS="${OUT:-$MMOPS_BUILD_DIR/logs}"
+mkdir -p "$LOGS"
+steps=("$@")
+[ ${#steps[@]} -eq 0 ] && steps=(tests sanitize demo bench)
+export PYTHONUNBUFFERED=1
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv | tee "$LOGS/gpu.txt"
+
+for step in "${steps[@]}"; do
+  echo "=================== $step"
+  case "$step" in
+    tests)
+      ./test/run_tests.sh > "$LOGS/tests.log" 2>&1; echo "tests rc=$?"
+      grep -E "tests passed|tests failed|Failed|passed|failed" "$LOGS/tests.log" | tail -25 ;;
+    sanitize)
+      san="compute-sanitizer --tool memcheck --error-exitcode 9 --print-limit 20"
+      $san "$MMOPS_BUILD_DIR/test/mmops_cpp_tests" --gtest_filter='*Cuda*' > "$LOGS/sanitize_gtest.log" 2>&1
+      echo "memcheck gtest rc=$?"; tail -4 "$LOGS/sanitize_gtest.log"
+      PYTHONPATH=python MMOPS_LIBRARY="$MMOPS_BUILD_DIR/libmmops.so" $san python3 -m pytest -q -x \
+        test/python -k "cuda or Cuda or CUDA" -m "not slow" -p no:cacheprovider > "$LOGS/sanitize_pytest.log" 2>&1
+      echo "memcheck pytest rc=$?"; tail -4 "$LOGS/sanitize_pytest.log"
+      for tool in racecheck initcheck; do
+        compute-sanitizer --tool $tool --error-exitcode 9 "$MMOPS_BUILD_DIR/test/mmops_cpp_tests" \
+          --gtest_filter='*Cuda*' > "$LOGS/sanitize_$tool.log" 2>&1
+        echo "$tool gtest rc=$?"; tail -2 "$LOGS/sanitize_$tool.log"
+      done ;;
+    demo)
+      ./examples/run_demo.sh > "$LOGS/demo.log" 2>&1; echo "demo rc=$?"; tail -15 "$LOGS/demo.log" ;;
+    bench)
+      PYTHONPATH=python MMOPS_LIBRARY="$MMOPS_BUILD_DIR/libmmops.so" python3 benchmarks/bench_roi_align.py \
+        --device cuda > "$LOGS/bench.log" 2>&1; echo "bench rc=$?"; cat "$LOGS/bench.log" | tail -60 ;;
+  esac
+done
