@@ -7,6 +7,8 @@ torch.export). This package adds functional wrappers and nn.Modules.
 
 import torch
 
+__version__ = "0.1.0"
+
 from ._loader import load_library
 
 library_path = load_library()
@@ -25,4 +27,4 @@ def strict_index_check() -> bool:
     return bool(torch.ops.mmops._strict_index_check())
 
 
-__all__ = ["roi_align", "RoIAlign", "set_strict_index_check", "strict_index_check", "library_path"]
+__all__ = ["__version__", "roi_align", "RoIAlign", "set_strict_index_check", "strict_index_check", "library_path"]

@@ -1,0 +1,396 @@
+"""Benchmark mmops.roi_align against torchvision.ops.roi_align.
+
+Both run in the same process on the same inputs. Every (case, dtype, layout,
+pool mode) is first checked for correctness, so the benchmark never times
+wrong code: mmops' output and input gradient against a float64 reference
+written here with plain torch ops (the "rel err" column), and mmops' fp32
+output against torchvision's. Then forward and forward+backward are timed
+(backward: torch.autograd.grad with a fixed random output gradient).
+
+  CUDA: CUDA events around each iteration after warm-up, median.
+  CPU:  time.perf_counter around each iteration after warm-up, median,
+        torch.get_num_threads() threads; smaller shapes, float32 only.
+
+ratio = torchvision ms / mmops ms (> 1 means mmops is faster). torchvision has
+no max pooling RoIAlign, so pool mode "max" rows time mmops only ("n/a"), as
+do dtypes torchvision has no kernel for, and every row when torchvision is not
+installed.
+
+Usage:
+  PYTHONPATH=python python benchmarks/bench_roi_align.py [--device cpu|cuda]
+      [--iters N] [--warmup N] [--cases box,mask] [--dtypes fp32,fp16]
+      [--layouts contiguous,channels_last] [--modes avg,max] [--quick]
+
+The exit code is 1 when a correctness check fails or mmops raises, else 0
+(timings are never asserted).
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+from dataclasses import dataclass
+from typing import Callable, Optional
+
+import torch
+
+import mmops
+
+try:  # the baseline; without it only mmops is timed
+    import torchvision
+    from torchvision.ops import roi_align as tv_roi_align
+except ImportError:  # pragma: no cover - depends on the machine
+    torchvision = None
+    tv_roi_align = None
+
+
+@dataclass(frozen=True)
+class Case:
+    name: str
+    shape: tuple  # N, C, H, W of the feature map
+    spatial_scale: float
+    num_rois: int
+    output_size: int
+    sampling_ratio: int
+
+
+CUDA_CASES = [
+    Case("box", (2, 256, 200, 336), 1 / 4, 1024, 7, 2),
+    Case("mask", (2, 256, 200, 336), 1 / 4, 512, 14, 2),
+    Case("adaptive", (2, 256, 100, 168), 1 / 8, 1024, 7, 0),
+    Case("many_rois", (8, 256, 64, 64), 1 / 16, 8192, 7, 2),
+]
+CPU_CASES = [
+    Case("box", (1, 64, 100, 168), 1 / 4, 256, 7, 2),
+    Case("adaptive", (1, 64, 50, 84), 1 / 8, 256, 7, 0),
+]
+
+DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
+LAYOUTS = {"contiguous": torch.contiguous_format, "channels_last": torch.channels_last}
+# Allowed max |mmops - float64 reference| relative to max |reference|, per
+# dtype: (forward, input gradient). The reference sees the same rounded low
+# precision inputs, so the gap is only compute precision and output rounding
+# (fp32 sample coordinates alone cost ~2e-5 here; torchvision's fp32 kernels
+# are off by as much).
+TOLERANCE = {torch.float32: (1e-4, 1e-4), torch.float16: (5e-3, 2e-2), torch.bfloat16: (2e-2, 1e-1)}
+
+
+def make_inputs(case: Case, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
+    """float32 CPU features and rois (batch_idx, x1, y1, x2, y2): random boxes
+    in the (H / scale) x (W / scale) image, sides up to half the image side."""
+    gen = torch.Generator().manual_seed(seed)
+    n, _, h, w = case.shape
+    img_h, img_w = h / case.spatial_scale, w / case.spatial_scale
+    k = case.num_rois
+    features = torch.randn(case.shape, generator=gen)
+    batch_idx = torch.randint(0, n, (k,), generator=gen).float()
+    x1 = torch.rand(k, generator=gen) * img_w
+    y1 = torch.rand(k, generator=gen) * img_h
+    x2 = torch.clamp(x1 + torch.rand(k, generator=gen) * img_w / 2, max=img_w)
+    y2 = torch.clamp(y1 + torch.rand(k, generator=gen) * img_h / 2, max=img_h)
+    return features, torch.stack([batch_idx, x1, y1, x2, y2], dim=1)
+
+
+def _axis_samples(start, roi_len, bins: int, grid: int, size: int):
+    """Bilinear sample positions along one axis for rois [R]: returns
+    (valid, low, high, w_low, w_high), each [R, bins * grid] (bin-major)."""
+    dev = start.device
+    p = torch.arange(bins, device=dev, dtype=torch.float64).repeat_interleave(grid)
+    i = torch.arange(grid, device=dev, dtype=torch.float64).repeat(bins)
+    bin_len = (roi_len / bins)[:, None]
+    pos = start[:, None] + p * bin_len + (i + 0.5) * bin_len / grid
+    valid = (pos >= -1.0) & (pos <= size)
+    pos = pos.clamp(min=0.0)
+    low = pos.floor()
+    at_edge = low >= size - 1
+    low = torch.where(at_edge, torch.full_like(low, size - 1), low)
+    high = torch.where(at_edge, low, low + 1)
+    pos = torch.where(at_edge, low, pos)
+    frac = pos - low
+    return valid, low.long(), high.long(), 1.0 - frac, frac
+
+
+def _reference_chunks(x_hwc, hw, rois, output_size, spatial_scale, sampling_ratio, pool_mode, aligned):
+    """Yields (roi indices, pooled [R, C, oh, ow]) over chunks of rois that share
+    a sampling grid. x_hwc is the float64 input as [N, H*W, C]."""
+    (h, w), (oh, ow) = hw, output_size
+    c = x_hwc.shape[2]
+    r = rois.to(torch.float64)
+    off = 0.5 if aligned else 0.0
+    x1, y1 = r[:, 1] * spatial_scale - off, r[:, 2] * spatial_scale - off
+    roi_w, roi_h = r[:, 3] * spatial_scale - off - x1, r[:, 4] * spatial_scale - off - y1
+    if not aligned:
+        roi_w, roi_h = roi_w.clamp(min=1.0), roi_h.clamp(min=1.0)
+    if sampling_ratio > 0:
+        grids = torch.full((r.shape[0], 2), sampling_ratio, dtype=torch.long, device=r.device)
+    else:
+        grids = torch.stack([torch.ceil(roi_h / oh), torch.ceil(roi_w / ow)], 1).long()
+    for g_h, g_w in torch.unique(grids, dim=0).tolist():
+        if g_h <= 0 or g_w <= 0:
+            continue  # a bin without samples is 0
+        sel = ((grids[:, 0] == g_h) & (grids[:, 1] == g_w)).nonzero().squeeze(1)
+        for chunk in torch.split(sel, max(1, (1 << 23) // (oh * g_h * ow * g_w * c))):
+            vy, yl, yh, wyl, wyh = _axis_samples(y1[chunk], roi_h[chunk], oh, g_h, h)
+            vx, xl, xh, wxl, wxh = _axis_samples(x1[chunk], roi_w[chunk], ow, g_w, w)
+            batch = r[chunk, 0].long()[:, None]
+            val = 0
+            for yi, wy in ((yl, wyl), (yh, wyh)):
+                for xi, wx in ((xl, wxl), (xh, wxh)):
+                    idx = (yi[:, :, None] * w + xi[:, None, :]).flatten(1)  # [R, P]
+                    wgt = (wy[:, :, None] * wx[:, None, :]).flatten(1)      # [R, P]
+                    val = val + wgt[..., None] * x_hwc[batch.expand_as(idx), idx]  # [R, P, C]
+            val = val * (vy[:, :, None] & vx[:, None, :]).flatten(1)[..., None]
+            val = val.view(len(chunk), oh, g_h, ow, g_w, c)
+            pooled = val.mean(dim=(2, 4)) if pool_mode == "avg" else val.amax(dim=(2, 4))
+            yield chunk, pooled.permute(0, 3, 1, 2)
+
+
+def reference_with_grad(x, rois, grad_out, output_size, spatial_scale, sampling_ratio, pool_mode,
+                        aligned=True):
+    """Float64 RoIAlign (mmcv semantics) written with plain torch ops, no mmops
+    and no torchvision: returns (output [K, C, oh, ow], input gradient for
+    grad_out). Vectorised over rois of equal sampling grid, in chunks."""
+    n, c, h, w = x.shape
+    x_hwc = x.detach().to(torch.float64).permute(0, 2, 3, 1).reshape(n, h * w, c)
+    x_hwc = x_hwc.clone(memory_format=torch.contiguous_format).requires_grad_(True)
+    out = x_hwc.new_zeros((rois.shape[0], c) + tuple(output_size))
+    grad = torch.zeros_like(x_hwc)
+    g64 = grad_out.to(torch.float64)
+    with torch.enable_grad():
+        for chunk, pooled in _reference_chunks(x_hwc, (h, w), rois, output_size, spatial_scale,
+                                               sampling_ratio, pool_mode, aligned):
+            out[chunk] = pooled.detach()
+            grad += torch.autograd.grad(pooled, x_hwc, g64[chunk])[0]
+    return out, grad.view(n, h, w, c).permute(0, 3, 1, 2)
+
+
+class Timer:
+    def __init__(self, device: torch.device, iters: int, warmup: int) -> None:
+        self.device, self.iters, self.warmup = device, iters, warmup
+
+    def __call__(self, fn: Callable[[], object]) -> float:
+        """Median milliseconds of one call of fn."""
+        for _ in range(self.warmup):
+            fn()
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+            events = [
+                (torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
+                for _ in range(self.iters)
+            ]
+            for start, end in events:
+                start.record()
+                fn()
+                end.record()
+            torch.cuda.synchronize(self.device)
+            times = [start.elapsed_time(end) for start, end in events]
+        else:
+            times = []
+            for _ in range(self.iters):
+                t0 = time.perf_counter()
+                fn()
+                times.append((time.perf_counter() - t0) * 1e3)
+        return statistics.median(times)
+
+
+def rel_max_diff(out: torch.Tensor, ref: torch.Tensor) -> tuple[float, float]:
+    """(max |out - ref|, that divided by max |ref|)."""
+    diff = (out.double() - ref.double()).abs().max().item()
+    scale = max(ref.double().abs().max().item(), 1e-12)
+    return diff, diff / scale
+
+
+@dataclass
+class Row:
+    case: str
+    dtype: str
+    layout: str
+    mode: str
+    tv_fwd: Optional[float] = None
+    mm_fwd: Optional[float] = None
+    tv_fb: Optional[float] = None
+    mm_fb: Optional[float] = None
+    check: str = ""
+
+
+def check_against_reference(out, grad, ref_out, ref_grad, mode, dtype) -> tuple[str, Optional[str]]:
+    """(table text, problem or None) for one mmops result vs the float64 reference."""
+    tol_fwd, tol_bwd = TOLERANCE[dtype]
+    _, fwd_rel = rel_max_diff(out, ref_out)
+    bwd_abs, bwd_rel = rel_max_diff(grad, ref_grad)
+    text = f"{fwd_rel:.0e}/{bwd_rel:.0e}"
+    bwd_ok = bwd_rel <= tol_bwd
+    if mode == "max" and not bwd_ok:
+        # A bin whose best two samples tie to within rounding may pick the other
+        # one: its gradient lands elsewhere. Allow a few such elements.
+        scale = bwd_abs / max(bwd_rel, 1e-30)
+        off = int(((grad.double() - ref_grad).abs() > tol_bwd * scale).sum())
+        bwd_ok = off <= 64 + 1e-4 * grad.numel()
+        text = f"{fwd_rel:.0e}/{off} el"
+    if fwd_rel <= tol_fwd and bwd_ok:
+        return text, None
+    return text + " !", (f"forward rel err {fwd_rel:.2e} (tol {tol_fwd:.0e}), "
+                         f"input grad rel err {bwd_rel:.2e} (tol {tol_bwd:.0e})")
+
+
+def bench_config(case, dtype_name, layout_name, modes, device, timer, problems) -> list[Row]:
+    dtype = DTYPES[dtype_name]
+    features, rois = make_inputs(case)
+    x = features.to(device=device, dtype=dtype).contiguous(memory_format=LAYOUTS[layout_name])
+    boxes = rois.to(device=device, dtype=dtype)
+    out_hw = (case.output_size, case.output_size)
+    args = (out_hw, case.spatial_scale, case.sampling_ratio)
+    gen = torch.Generator().manual_seed(1)
+    grad_out = torch.randn((case.num_rois, case.shape[1]) + out_hw, generator=gen).to(device, dtype)
+    x_req = x.detach().clone(memory_format=LAYOUTS[layout_name]).requires_grad_(True)
+    label = f"{case.name}/{dtype_name}/{layout_name}"
+
+    def mm(inp, mode):
+        return mmops.roi_align(inp, boxes, *args, pool_mode=mode, aligned=True)
+
+    def tv(inp):
+        return tv_roi_align(inp, boxes, *args, aligned=True)
+
+    rows = []
+    for mode in modes:
+        row = Row(case.name, dtype_name, layout_name, mode)
+        rows.append(row)
+
+        # --- correctness, once per configuration: vs the float64 reference on
+        # the same (already rounded) inputs, and vs torchvision in fp32 -------
+        try:
+            out = mm(x_req, mode)
+            (grad,) = torch.autograd.grad(out, x_req, grad_out)
+        except Exception as exc:  # report, and go on with the other rows
+            row.check = "ERROR"
+            problems.append(f"{label}/{mode}: mmops raised {type(exc).__name__}: {exc}")
+            continue
+        ref_out, ref_grad = reference_with_grad(x, boxes, grad_out, *args, mode)
+        row.check, problem = check_against_reference(out, grad, ref_out, ref_grad, mode, dtype)
+        if problem:
+            problems.append(f"{label}/{mode}: mmops vs float64 reference: {problem}")
+        if mode == "avg" and dtype == torch.float32 and tv_roi_align is not None:
+            with torch.no_grad():
+                _, tv_rel = rel_max_diff(tv(x), out)
+            if tv_rel > TOLERANCE[dtype][0]:
+                row.check += " !"
+                problems.append(f"{label}/avg: mmops and torchvision outputs differ (rel {tv_rel:.2e})")
+        del out, grad, ref_out, ref_grad
+
+        # --- timing --------------------------------------------------------
+        with torch.no_grad():
+            row.mm_fwd = timer(lambda: mm(x, mode))
+        row.mm_fb = timer(lambda: torch.autograd.grad(mm(x_req, mode), x_req, grad_out))
+        if mode == "avg" and tv_roi_align is not None:
+            try:
+                with torch.no_grad():
+                    tv(x)  # torchvision lacks some dtype kernels (bf16 on some versions)
+                row.tv_fwd = timer(lambda: tv(x))
+                row.tv_fb = timer(lambda: torch.autograd.grad(tv(x_req), x_req, grad_out))
+            except (RuntimeError, NotImplementedError):
+                pass
+    return rows
+
+
+def fmt_ms(v: Optional[float]) -> str:
+    return "n/a" if v is None else f"{v:.3f}"
+
+
+def fmt_ratio(tv: Optional[float], mm: Optional[float]) -> str:
+    return "n/a" if tv is None or mm is None or mm <= 0 else f"{tv / mm:.2f}x"
+
+
+def print_table(rows: list[Row]) -> None:
+    header = ["case", "dtype", "layout", "mode",
+              "torchvision fwd ms", "mmops fwd ms", "ratio",
+              "torchvision fwd+bwd ms", "mmops fwd+bwd ms", "ratio", "rel err fwd/bwd"]
+    cells = [
+        [r.case, r.dtype, r.layout, r.mode,
+         fmt_ms(r.tv_fwd), fmt_ms(r.mm_fwd), fmt_ratio(r.tv_fwd, r.mm_fwd),
+         fmt_ms(r.tv_fb), fmt_ms(r.mm_fb), fmt_ratio(r.tv_fb, r.mm_fb), r.check]
+        for r in rows
+    ]
+    widths = [max(len(h), *(len(c[i]) for c in cells)) if cells else len(h) for i, h in enumerate(header)]
+    left = 4  # the first four columns are text, the rest numbers
+
+    def line(values):
+        return " | ".join(v.ljust(w) if i < left else v.rjust(w) for i, (v, w) in enumerate(zip(values, widths)))
+
+    print(line(header))
+    print("-+-".join("-" * w for w in widths))
+    for c in cells:
+        print(line(c))
+
+
+def parse_list(value: Optional[str], choices) -> Optional[list]:
+    if value is None:
+        return None
+    items = [v.strip() for v in value.split(",") if v.strip()]
+    bad = [v for v in items if v not in choices]
+    if bad:
+        raise argparse.ArgumentTypeError(f"unknown {bad}, choose from {list(choices)}")
+    return items
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--device", choices=("cpu", "cuda"),
+                        default="cuda" if torch.cuda.is_available() else "cpu")
+    parser.add_argument("--iters", type=int, help="timed iterations (default 100 cuda / 20 cpu; --quick 10 / 3)")
+    parser.add_argument("--warmup", type=int, help="warm-up iterations (default 10 cuda / 3 cpu; --quick 3 / 1)")
+    parser.add_argument("--cases", help="comma-separated case names (default: all)")
+    parser.add_argument("--dtypes", help="comma-separated of fp32,fp16,bf16 (default: all on cuda, fp32 on cpu)")
+    parser.add_argument("--layouts", help="comma-separated of contiguous,channels_last (default: both)")
+    parser.add_argument("--modes", help="comma-separated of avg,max (default: both)")
+    parser.add_argument("--quick", action="store_true", help="few iterations: a smoke run")
+    args = parser.parse_args()
+
+    device = torch.device(args.device)
+    if device.type == "cuda" and not torch.cuda.is_available():
+        parser.error("--device cuda requested but CUDA is not available")
+    cuda = device.type == "cuda"
+    all_cases = CUDA_CASES if cuda else CPU_CASES
+    try:
+        case_names = parse_list(args.cases, [c.name for c in all_cases])
+        dtypes = parse_list(args.dtypes, DTYPES) or (list(DTYPES) if cuda else ["fp32"])
+        layouts = parse_list(args.layouts, LAYOUTS) or list(LAYOUTS)
+        modes = parse_list(args.modes, ("avg", "max")) or ["avg", "max"]
+    except argparse.ArgumentTypeError as exc:
+        parser.error(str(exc))
+    cases = [c for c in all_cases if case_names is None or c.name in case_names]
+    iters = args.iters or ((10 if cuda else 3) if args.quick else (100 if cuda else 20))
+    warmup = args.warmup if args.warmup is not None else ((3 if cuda else 1) if args.quick else (10 if cuda else 3))
+
+    where = torch.cuda.get_device_name(device) if cuda else f"cpu, {torch.get_num_threads()} threads"
+    tv_version = torchvision.__version__ if torchvision is not None else "not installed"
+    print(f"roi_align benchmark on {where}: torch {torch.__version__}, torchvision {tv_version}, "
+          f"mmops from {getattr(mmops, 'library_path', '?')}")
+    print(f"median of {iters} iterations after {warmup} warm-ups; ratio = torchvision / mmops (>1: mmops faster); "
+          f"rel err = max|mmops - float64 reference| / max|reference|, output / input grad")
+    for c in cases:
+        n, ch, h, w = c.shape
+        print(f"  {c.name:10s} input {n}x{ch}x{h}x{w}, scale 1/{round(1 / c.spatial_scale)}, {c.num_rois} rois, "
+              f"{c.output_size}x{c.output_size}, sampling_ratio {c.sampling_ratio}, aligned")
+    print()
+
+    timer = Timer(device, iters, warmup)
+    rows, problems = [], []
+    for case in cases:
+        for dtype_name in dtypes:
+            for layout_name in layouts:
+                rows += bench_config(case, dtype_name, layout_name, modes, device, timer, problems)
+                if cuda:
+                    torch.cuda.empty_cache()
+    print_table(rows)
+    if problems:
+        print("\nPROBLEMS:")
+        for p in problems:
+            print(f"  {p}")
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
