@@ -61,8 +61,22 @@ _mmops_ensure_tools() {
   fi
 }
 
+# libtorch shares one libstdc++ with its extensions: a toolchain that can only
+# link libstdc++ statically (seen on a GPU machine whose CXX is a wrapper around
+# a bare GCC) builds a libmmops.so that crashes when it formats a message.
+_mmops_pick_compiler() {
+  local cxx="${CXX:-$(command -v g++ || true)}"
+  [ -n "$cxx" ] || return 0
+  if [[ "$("$cxx" -print-file-name=libstdc++.so 2>/dev/null)" != /* ]] && [ -x /usr/bin/g++ ] \
+     && [[ "$(/usr/bin/g++ -print-file-name=libstdc++.so)" == /* ]]; then
+    _mmops_log "$cxx cannot link libstdc++ dynamically; using /usr/bin/g++"
+    export CXX=/usr/bin/g++ CUDAHOSTCXX=/usr/bin/g++
+  fi
+}
+
 mmops_setup() {
   _mmops_ensure_tools
+  _mmops_pick_compiler
   _mmops_pick_python
   _mmops_log "python: $MMOPS_PY ($("$MMOPS_PY" -c 'import torch; print("torch", torch.__version__, "cuda" if torch.cuda.is_available() else "no GPU")'))"
 }

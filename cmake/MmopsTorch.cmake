@@ -19,13 +19,12 @@ if(NOT Torch_DIR AND MMOPS_PYTHON)
   endif()
 endif()
 
-# Does this torch have CUDA? Read it from the config file so we know before
-# find_package(Torch), which itself needs the CUDA toolkit for a CUDA build.
+# Does this torch have CUDA? Look for libtorch_cuda next to libtorch, so we know
+# before find_package(Torch), which itself needs the CUDA toolkit for a CUDA build.
 set(_mmops_torch_has_cuda FALSE)
-if(Torch_DIR AND EXISTS "${Torch_DIR}/../Caffe2/Caffe2Config.cmake")
-  file(STRINGS "${Torch_DIR}/../Caffe2/Caffe2Config.cmake" _mmops_cuda_line
-       REGEX "set\\(CAFFE2_USE_CUDA 1\\)")
-  if(_mmops_cuda_line)
+if(Torch_DIR)
+  file(GLOB _mmops_torch_cuda_lib "${Torch_DIR}/../../../lib/libtorch_cuda.*")
+  if(_mmops_torch_cuda_lib)
     set(_mmops_torch_has_cuda TRUE)
   endif()
 endif()

@@ -231,11 +231,11 @@ TEST(RoIAlign, CudaMatchesCpuForEveryDtype) {
       const at::Tensor rois = random_rois(16, 2, 24.0, 31.0, dtype);
       const at::Tensor grad = at::randn({16, 5, 3, 4}).to(dtype);
 
-      const at::Tensor x_cpu = input.to(at::kFloat).requires_grad_(true);
+      const at::Tensor x_cpu = input.to(at::kFloat).detach().clone().requires_grad_(true);
       const at::Tensor out_cpu = mmops::roi_align(x_cpu, rois.to(at::kFloat), {3, 4}, 0.5, 0, mode);
       out_cpu.backward(grad.to(at::kFloat));
 
-      const at::Tensor x_cuda = input.cuda().requires_grad_(true);
+      const at::Tensor x_cuda = input.detach().cuda().requires_grad_(true);
       const at::Tensor out_cuda = mmops::roi_align(x_cuda, rois.cuda(), {3, 4}, 0.5, 0, mode);
       out_cuda.backward(grad.cuda());
       EXPECT_EQ(out_cuda.scalar_type(), dtype);
