@@ -224,10 +224,11 @@ def check_against_reference(out, grad, ref_out, ref_grad, mode, dtype) -> tuple[
     bwd_ok = bwd_rel <= tol_bwd
     if mode == "max" and not bwd_ok:
         # A bin whose best two samples tie to within rounding may pick the other
-        # one: its gradient lands elsewhere. Allow a few such elements.
+        # one: its gradient lands elsewhere (on at most 8 input elements per
+        # bin). Allow such flips in up to 1e-5 of the bins.
         scale = bwd_abs / max(bwd_rel, 1e-30)
         off = int(((grad.double() - ref_grad).abs() > tol_bwd * scale).sum())
-        bwd_ok = off <= 64 + 1e-4 * grad.numel()
+        bwd_ok = off <= 64 + 8e-5 * out.numel()
         text = f"{fwd_rel:.0e}/{off} el"
     if fwd_rel <= tol_fwd and bwd_ok:
         return text, None

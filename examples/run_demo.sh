@@ -36,7 +36,7 @@ if [[ "$DEVICE" == auto ]]; then
 fi
 
 echo "== [demo] exporting the scripted RoI head (Python, $DEVICE)"
-PYTHONPATH="$REPO_ROOT/python${PYTHONPATH:+:$PYTHONPATH}" \
+MMOPS_LIBRARY="$BUILD_DIR/libmmops.so" PYTHONPATH="$REPO_ROOT/python${PYTHONPATH:+:$PYTHONPATH}" \
   "$MMOPS_PY" examples/roi_head/export_model.py --out-dir "$DATA_DIR" --device "$DEVICE"
 
 echo "== [demo] building examples/cpp_inference against $INSTALL_DIR"

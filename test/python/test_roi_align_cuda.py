@@ -228,7 +228,9 @@ def test_cuda_large(pool_mode, sampling_ratio):
     args = ([7, 7], 0.25, sampling_ratio, pool_mode, True)
     out, g = fwd_bwd(x.cuda(), rois.cuda(), go.cuda(), *args)
     exp, gexp = fwd_bwd(x, rois, go, *args)
-    torch.testing.assert_close(out.cpu(), exp, rtol=1e-5, atol=1e-5)
+    # fp32 sample coordinates reach 64 here (ulp 8e-6) and CPU and GPU contract
+    # multiply-adds differently, so values differ by a few 1e-5 (seen: 2e-5).
+    torch.testing.assert_close(out.cpu(), exp, rtol=1e-4, atol=1e-4)
     torch.testing.assert_close(g.cpu(), gexp, rtol=1e-4, atol=1e-4)
 
 
