@@ -127,60 +127,38 @@ std::vector<int64_t> concrete(c10::SymIntArrayRef sizes) {
   return out;
 }
 
-// ----- CPU -----------------------------------------------------------------
+// Dispatcher entry points, one instance per device: validate, then call that
+// device's kernel (Forward / Backward from kernels/roi_align).
 
-at::Tensor roi_align_cpu(const at::Tensor& input, const at::Tensor& rois,
-                         c10::SymIntArrayRef output_size, double spatial_scale,
-                         int64_t sampling_ratio, c10::string_view pool_mode, bool aligned) {
+template <auto Forward>
+at::Tensor roi_align_kernel(const at::Tensor& input, const at::Tensor& rois,
+                            c10::SymIntArrayRef output_size, double spatial_scale,
+                            int64_t sampling_ratio, c10::string_view pool_mode, bool aligned) {
   const RoIAlignParams p = forward_params(input, rois, output_size, spatial_scale, sampling_ratio, pool_mode, aligned);
-  return std::get<0>(kernels::roi_align_forward_cpu(input, rois, p, /*with_argmax=*/false));
+  return std::get<0>(Forward(input, rois, p, /*with_argmax=*/false));
 }
 
-std::tuple<at::Tensor, at::Tensor> roi_align_forward_cpu(
+template <auto Forward>
+std::tuple<at::Tensor, at::Tensor> roi_align_forward_kernel(
     const at::Tensor& input, const at::Tensor& rois, c10::SymIntArrayRef output_size,
     double spatial_scale, int64_t sampling_ratio, c10::string_view pool_mode, bool aligned) {
   const RoIAlignParams p = forward_params(input, rois, output_size, spatial_scale, sampling_ratio, pool_mode, aligned);
-  return kernels::roi_align_forward_cpu(input, rois, p, /*with_argmax=*/true);
+  return Forward(input, rois, p, /*with_argmax=*/true);
 }
 
-at::Tensor roi_align_backward_cpu(const at::Tensor& grad_output, const at::Tensor& rois,
-                                  const at::Tensor& argmax, c10::SymIntArrayRef input_shape,
-                                  double spatial_scale, int64_t sampling_ratio,
-                                  c10::string_view pool_mode, bool aligned) {
+template <auto Backward>
+at::Tensor roi_align_backward_kernel(const at::Tensor& grad_output, const at::Tensor& rois,
+                                     const at::Tensor& argmax, c10::SymIntArrayRef input_shape,
+                                     double spatial_scale, int64_t sampling_ratio,
+                                     c10::string_view pool_mode, bool aligned) {
   const RoIAlignParams p = backward_params(grad_output, rois, argmax, input_shape, spatial_scale,
                                            sampling_ratio, pool_mode, aligned);
   const std::vector<int64_t> shape = concrete(input_shape);
-  check_batch_indices(rois, shape[0]);
-  return kernels::roi_align_backward_cpu(grad_output, rois, argmax, shape, p);
+  if (should_check_batch_indices(rois)) {
+    check_batch_indices(rois, shape[0]);
+  }
+  return Backward(grad_output, rois, argmax, shape, p);
 }
-
-// ----- CUDA ----------------------------------------------------------------
-#ifdef MMOPS_WITH_CUDA
-
-at::Tensor roi_align_cuda(const at::Tensor& input, const at::Tensor& rois,
-                          c10::SymIntArrayRef output_size, double spatial_scale,
-                          int64_t sampling_ratio, c10::string_view pool_mode, bool aligned) {
-  const RoIAlignParams p = forward_params(input, rois, output_size, spatial_scale, sampling_ratio, pool_mode, aligned);
-  return std::get<0>(kernels::roi_align_forward_cuda(input, rois, p, /*with_argmax=*/false));
-}
-
-std::tuple<at::Tensor, at::Tensor> roi_align_forward_cuda(
-    const at::Tensor& input, const at::Tensor& rois, c10::SymIntArrayRef output_size,
-    double spatial_scale, int64_t sampling_ratio, c10::string_view pool_mode, bool aligned) {
-  const RoIAlignParams p = forward_params(input, rois, output_size, spatial_scale, sampling_ratio, pool_mode, aligned);
-  return kernels::roi_align_forward_cuda(input, rois, p, /*with_argmax=*/true);
-}
-
-at::Tensor roi_align_backward_cuda(const at::Tensor& grad_output, const at::Tensor& rois,
-                                   const at::Tensor& argmax, c10::SymIntArrayRef input_shape,
-                                   double spatial_scale, int64_t sampling_ratio,
-                                   c10::string_view pool_mode, bool aligned) {
-  const RoIAlignParams p = backward_params(grad_output, rois, argmax, input_shape, spatial_scale,
-                                           sampling_ratio, pool_mode, aligned);
-  return kernels::roi_align_backward_cuda(grad_output, rois, argmax, concrete(input_shape), p);
-}
-
-#endif
 
 } // namespace
 
@@ -255,15 +233,17 @@ at::Tensor roi_align(const at::Tensor& input, const at::Tensor& rois, at::IntArr
 } // namespace mmops
 
 TORCH_LIBRARY_IMPL(mmops, CPU, m) {
-  m.impl("roi_align", &mmops::roi_align_cpu);
-  m.impl("_roi_align_forward", &mmops::roi_align_forward_cpu);
-  m.impl("_roi_align_backward", &mmops::roi_align_backward_cpu);
+  using namespace mmops;
+  m.impl("roi_align", &roi_align_kernel<kernels::roi_align_forward_cpu>);
+  m.impl("_roi_align_forward", &roi_align_forward_kernel<kernels::roi_align_forward_cpu>);
+  m.impl("_roi_align_backward", &roi_align_backward_kernel<kernels::roi_align_backward_cpu>);
 }
 
 #ifdef MMOPS_WITH_CUDA
 TORCH_LIBRARY_IMPL(mmops, CUDA, m) {
-  m.impl("roi_align", &mmops::roi_align_cuda);
-  m.impl("_roi_align_forward", &mmops::roi_align_forward_cuda);
-  m.impl("_roi_align_backward", &mmops::roi_align_backward_cuda);
+  using namespace mmops;
+  m.impl("roi_align", &roi_align_kernel<kernels::roi_align_forward_cuda>);
+  m.impl("_roi_align_forward", &roi_align_forward_kernel<kernels::roi_align_forward_cuda>);
+  m.impl("_roi_align_backward", &roi_align_backward_kernel<kernels::roi_align_backward_cuda>);
 }
 #endif
