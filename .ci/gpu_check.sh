@@ -18,6 +18,14 @@ for step in "${steps[@]}"; do
     tests)
       ./test/run_tests.sh > "$LOGS/tests.log" 2>&1; echo "tests rc=$?"
       grep -E "tests passed|tests failed|Failed|passed|failed" "$LOGS/tests.log" | tail -25 ;;
+    cuda)  # build, then only the C++ tests and the CUDA pytest file (quick)
+      { source .ci/bootstrap.sh && mmops_setup && mmops_build; } > "$LOGS/build.log" 2>&1
+      echo "build rc=$?"; grep -E "error|FAILED" "$LOGS/build.log" | head -20
+      (cd "$MMOPS_BUILD_DIR" && ctest -E pytest --output-on-failure) > "$LOGS/ctest.log" 2>&1
+      echo "ctest rc=$?"; grep -E "tests passed|Failed|\*\*\*" "$LOGS/ctest.log" | head -20
+      PYTHONPATH=python MMOPS_LIBRARY="$MMOPS_BUILD_DIR/libmmops.so" python3 -m pytest -q -rs \
+        test/python/test_roi_align_cuda.py -p no:cacheprovider > "$LOGS/pytest_cuda.log" 2>&1
+      echo "pytest cuda rc=$?"; grep -E "passed|failed|Error|assert" "$LOGS/pytest_cuda.log" | tail -25 ;;
     sanitize)
       san="compute-sanitizer --tool memcheck --error-exitcode 9 --print-limit 20"
       $san "$MMOPS_BUILD_DIR/test/mmops_cpp_tests" --gtest_filter='*Cuda*' > "$LOGS/sanitize_gtest.log" 2>&1

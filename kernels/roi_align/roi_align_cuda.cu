@@ -1,17 +1,29 @@
 // CUDA kernels of roi_align.
 //
-// Forward: one thread per output value (roi, channel, bin), NCHW.
-// Backward: one thread per output gradient, scattered with atomic adds into a
-// gradient buffer of the accumulation type (float for half/bfloat16).
-// A roi whose batch index is out of range pools zeros and scatters nothing, so
-// no out-of-bounds access can happen whatever the rois hold.
+// Layout: the kernels read features channels-last ([N, H, W, C] in memory), so
+// that the 32 lanes of a warp fetch one bilinear tap for 32 (or 64) consecutive
+// channels with one coalesced load; an NCHW input is transposed once first.
+// One block handles one roi and one chunk of channels:
+//   * the per-axis bilinear taps of the roi's samples are computed once into
+//     shared memory (the weights are separable) and reused by every channel;
+//   * warps walk the bins, lanes the channels; results go through a shared
+//     tile so that the NCHW output [K, C, PH, PW] is written coalesced.
+// Backward: the same blocks read grad_output through the tile and scatter into
+// a channels-last accumulation buffer (float for half/bfloat16), whose atomic
+// adds are coalesced across channels. When deterministic algorithms are
+// requested the adds are integer (fixed point, scaled from max |grad_output|),
+// so the sum does not depend on their order: bitwise repeatable.
+// A roi whose batch index is out of range pools zeros and scatters nothing.
 
 #include "roi_align/roi_align_kernels.h"
 #include "roi_align/roi_align_math.h"
 
+#include <ATen/Context.h>
 #include <ATen/Dispatch.h>
 #include <ATen/OpMathType.h>
 #include <ATen/cuda/Atomic.cuh>
+#include <ATen/ops/abs.h>
+#include <ATen/ops/amax.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/zeros.h>
 #include <c10/cuda/CUDAException.h>
@@ -19,7 +31,8 @@
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
 
-#include <algorithm>
+#include <cmath>
+#include <type_traits>
 
 namespace mmops {
 namespace kernels {
@@ -27,124 +40,311 @@ namespace {
 
 using namespace roi_align_math;
 
-constexpr int kThreads = 256;
+constexpr int kWarps = 8;
+constexpr int kThreads = kWarps * 32;
+constexpr int kMaxTaps = 256;   // per-axis taps cached in shared memory
+constexpr int kBinChunk = 32;   // bins staged in the shared tile at a time
 
-int64_t grid_size(int64_t work) {
-  const int64_t blocks = (work + kThreads - 1) / kThreads;
-  // Grid-stride loops cover the rest; 2^20 blocks saturate any current GPU.
-  return std::min<int64_t>(std::max<int64_t>(blocks, 1), int64_t(1) << 20);
+template <typename T>
+__device__ inline T smaller(T a, T b) {
+  return a < b ? a : b;
 }
 
+// VEC consecutive channels travel together: 2 for 16-bit types so that a warp
+// moves 128 bytes per tap, as it does with 32 floats.
+template <typename scalar_t>
+constexpr int channel_vector() {
+  return sizeof(scalar_t) == 2 ? 2 : 1;
+}
+
+template <typename scalar_t, int VEC>
+struct alignas(sizeof(scalar_t) * VEC) Pack {
+  scalar_t v[VEC];
+};
+
+// Everything a block needs to know about its roi.
+template <typename acc_t>
+struct BlockRoi {
+  int64_t batch;   // -1: invalid roi (bad index or non-finite box)
+  RoiBox<acc_t> box;
+  bool cached;     // taps in shared memory (else computed per sample)
+};
+
 template <typename scalar_t, typename acc_t>
-__device__ inline RoiBox<acc_t> load_box(const scalar_t* roi, const RoIAlignParams& p) {
-  return make_roi_box<acc_t>(
+__device__ BlockRoi<acc_t> setup_roi(const scalar_t* rois, int64_t k, int64_t batch,
+                                     int64_t height, int64_t width, const RoIAlignParams& p,
+                                     AxisTap<acc_t>* ytaps, AxisTap<acc_t>* xtaps) {
+  const scalar_t* roi = rois + k * 5;
+  BlockRoi<acc_t> r;
+  r.batch = batch_index(static_cast<acc_t>(roi[0]), batch);
+  r.box = make_roi_box<acc_t>(
       static_cast<acc_t>(roi[1]), static_cast<acc_t>(roi[2]), static_cast<acc_t>(roi[3]),
       static_cast<acc_t>(roi[4]), static_cast<acc_t>(p.spatial_scale), p.aligned,
       p.pooled_height, p.pooled_width, p.sampling_ratio);
+  if (!r.box.valid) {
+    r.batch = -1;
+  }
+  const int ny = static_cast<int>(p.pooled_height) * r.box.grid_h;
+  const int nx = static_cast<int>(p.pooled_width) * r.box.grid_w;
+  r.cached = ny <= kMaxTaps && nx <= kMaxTaps;
+  if (r.batch >= 0 && r.cached) {
+    for (int i = threadIdx.x; i < ny + nx; i += blockDim.x) {
+      if (i < ny) {
+        ytaps[i] = axis_tap(sample_coord(r.box.start_y, r.box.bin_h, i / r.box.grid_h, i % r.box.grid_h, r.box.grid_h), height);
+      } else {
+        const int j = i - ny;
+        xtaps[j] = axis_tap(sample_coord(r.box.start_x, r.box.bin_w, j / r.box.grid_w, j % r.box.grid_w, r.box.grid_w), width);
+      }
+    }
+  }
+  __syncthreads();
+  return r;
+}
+
+template <typename acc_t>
+__device__ inline AxisTap<acc_t> y_tap(const BlockRoi<acc_t>& r, const AxisTap<acc_t>* ytaps,
+                                        int64_t ph, int iy, int64_t height) {
+  return r.cached ? ytaps[ph * r.box.grid_h + iy]
+                  : axis_tap(sample_coord(r.box.start_y, r.box.bin_h, ph, iy, r.box.grid_h), height);
+}
+
+template <typename acc_t>
+__device__ inline AxisTap<acc_t> x_tap(const BlockRoi<acc_t>& r, const AxisTap<acc_t>* xtaps,
+                                        int64_t pw, int ix, int64_t width) {
+  return r.cached ? xtaps[pw * r.box.grid_w + ix]
+                  : axis_tap(sample_coord(r.box.start_x, r.box.bin_w, pw, ix, r.box.grid_w), width);
+}
+
+// Interpolated values of VEC channels at one sample. `pixels` points at
+// channel c of pixel (0, 0) of the roi's image, channels-last.
+template <typename scalar_t, typename acc_t, int VEC>
+__device__ inline void sample_values(const scalar_t* pixels, int64_t channels, int64_t width,
+                                     const AxisTap<acc_t>& ty, const AxisTap<acc_t>& tx,
+                                     acc_t (&out)[VEC]) {
+#pragma unroll
+  for (int v = 0; v < VEC; ++v) {
+    out[v] = acc_t(0);
+  }
+  if (!(ty.valid && tx.valid)) {
+    return;
+  }
+  const Corners<acc_t> cr = corners(ty, tx, width);
+#pragma unroll
+  for (int j = 0; j < 4; ++j) {
+    const Pack<scalar_t, VEC> px =
+        *reinterpret_cast<const Pack<scalar_t, VEC>*>(pixels + cr.offset[j] * channels);
+#pragma unroll
+    for (int v = 0; v < VEC; ++v) {
+      out[v] += cr.weight[j] * static_cast<acc_t>(px.v[v]);
+    }
+  }
+}
+
+// Shared tile: kBinChunk bins x (32 * VEC) channels, padded against bank conflicts.
+template <typename acc_t, int VEC>
+struct Tile {
+  static constexpr int kChannels = 32 * VEC;
+  static constexpr int kStride = kChannels + 1;
+  acc_t value[kBinChunk * kStride];
+  int32_t argmax[kBinChunk * kStride];
+  __device__ inline int at(int bin, int channel) const { return bin * kStride + channel; }
+};
+
+template <typename scalar_t, int VEC, bool kMax>
+__global__ void __launch_bounds__(kThreads) forward_kernel(
+    const scalar_t* __restrict__ input,  // [N, H, W, C]
+    const scalar_t* __restrict__ rois, scalar_t* __restrict__ output,  // [K, C, PH, PW]
+    int32_t* __restrict__ argmax, int64_t batch, int64_t channels, int64_t height,
+    int64_t width, RoIAlignParams p) {
+  using acc_t = at::opmath_type<scalar_t>;
+  using TileT = Tile<acc_t, VEC>;
+  __shared__ AxisTap<acc_t> ytaps[kMaxTaps];
+  __shared__ AxisTap<acc_t> xtaps[kMaxTaps];
+  __shared__ TileT tile;
+
+  const int64_t k = blockIdx.x;
+  const int64_t c0 = static_cast<int64_t>(blockIdx.y) * TileT::kChannels;
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  const int64_t bins = p.pooled_height * p.pooled_width;
+  const int64_t chunk_channels = smaller<int64_t>(TileT::kChannels, channels - c0);
+  const BlockRoi<acc_t> r = setup_roi(rois, k, batch, height, width, p, ytaps, xtaps);
+  const int gh = r.box.grid_h, gw = r.box.grid_w;
+  const acc_t inv_count = gh * gw > 0 ? acc_t(1) / static_cast<acc_t>(gh * gw) : acc_t(0);
+  const int64_t c = c0 + lane * VEC;
+  const scalar_t* pixels = input + ((r.batch > 0 ? r.batch : 0) * height * width) * channels + c;
+
+  for (int64_t bin0 = 0; bin0 < bins; bin0 += kBinChunk) {
+    const int64_t chunk_bins = smaller<int64_t>(kBinChunk, bins - bin0);
+    for (int bl = warp; bl < chunk_bins; bl += kWarps) {
+      const int64_t ph = (bin0 + bl) / p.pooled_width, pw = (bin0 + bl) % p.pooled_width;
+      acc_t result[VEC];
+      int32_t best_sample[VEC];
+      MaxTracker<acc_t> tracker[VEC];
+      acc_t sum[VEC];
+#pragma unroll
+      for (int v = 0; v < VEC; ++v) {
+        sum[v] = acc_t(0);
+      }
+      if (r.batch >= 0 && c < channels) {
+        for (int iy = 0; iy < gh; ++iy) {
+          const AxisTap<acc_t> ty = y_tap(r, ytaps, ph, iy, height);
+          for (int ix = 0; ix < gw; ++ix) {
+            const AxisTap<acc_t> tx = x_tap(r, xtaps, pw, ix, width);
+            acc_t value[VEC];
+            sample_values<scalar_t, acc_t, VEC>(pixels, channels, width, ty, tx, value);
+#pragma unroll
+            for (int v = 0; v < VEC; ++v) {
+              if (kMax) {
+                tracker[v].update(value[v], iy * gw + ix);
+              } else {
+                sum[v] += value[v];
+              }
+            }
+          }
+        }
+      }
+#pragma unroll
+      for (int v = 0; v < VEC; ++v) {
+        result[v] = kMax ? tracker[v].result() : sum[v] * inv_count;
+        best_sample[v] = kMax ? tracker[v].index : -1;
+        tile.value[tile.at(bl, lane * VEC + v)] = result[v];
+        if (kMax) {
+          tile.argmax[tile.at(bl, lane * VEC + v)] = best_sample[v];
+        }
+      }
+    }
+    __syncthreads();
+    // Coalesced NCHW write: the chunk's channels are contiguous runs of bins.
+    for (int i = threadIdx.x; i < chunk_channels * chunk_bins; i += kThreads) {
+      const int cl = i / chunk_bins, bl = i % chunk_bins;
+      const int64_t o = ((k * channels) + c0 + cl) * bins + bin0 + bl;
+      output[o] = static_cast<scalar_t>(tile.value[tile.at(bl, cl)]);
+      if (kMax && argmax) {
+        argmax[o] = tile.argmax[tile.at(bl, cl)];
+      }
+    }
+    __syncthreads();
+  }
+}
+
+// Adds one value into the accumulation buffer: floating atomics, or integer
+// (fixed point) atomics whose result does not depend on the order of adds.
+template <typename acc_t, typename sum_t>
+__device__ inline void accumulate(sum_t* address, acc_t value, double scale) {
+  if constexpr (std::is_same_v<sum_t, int64_t>) {
+    // Two's complement: adding the unsigned image of a negative value subtracts.
+    atomicAdd(reinterpret_cast<unsigned long long*>(address),
+              static_cast<unsigned long long>(llrint(static_cast<double>(value) * scale)));
+  } else {
+    gpuAtomicAdd(address, value);
+  }
+}
+
+template <typename scalar_t, typename sum_t, int VEC, bool kMax>
+__global__ void __launch_bounds__(kThreads) backward_kernel(
+    const scalar_t* __restrict__ grad_output,  // [K, C, PH, PW]
+    const scalar_t* __restrict__ rois, const int32_t* __restrict__ argmax,
+    sum_t* __restrict__ grad_sum,  // [N, H, W, C]
+    const float* __restrict__ max_abs_grad, int64_t batch, int64_t channels, int64_t height,
+    int64_t width, RoIAlignParams p) {
+  using acc_t = at::opmath_type<scalar_t>;
+  using TileT = Tile<acc_t, VEC>;
+  __shared__ AxisTap<acc_t> ytaps[kMaxTaps];
+  __shared__ AxisTap<acc_t> xtaps[kMaxTaps];
+  __shared__ TileT tile;
+
+  const int64_t k = blockIdx.x;
+  const int64_t c0 = static_cast<int64_t>(blockIdx.y) * TileT::kChannels;
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  const int64_t bins = p.pooled_height * p.pooled_width;
+  const int64_t chunk_channels = smaller<int64_t>(TileT::kChannels, channels - c0);
+  const BlockRoi<acc_t> r = setup_roi(rois, k, batch, height, width, p, ytaps, xtaps);
+  const int gh = r.box.grid_h, gw = r.box.grid_w;
+  if (r.batch < 0 || gh * gw == 0) {
+    return;  // uniform across the block
+  }
+  double scale = 1.0;
+  if constexpr (std::is_same_v<sum_t, int64_t>) {
+    scale = fixed_point_scale(*max_abs_grad, static_cast<double>(gridDim.x) * bins);
+    if (!isfinite(scale)) {
+      return;  // non-finite grad_output: the conversion writes NaN everywhere
+    }
+  }
+  const acc_t inv_count = acc_t(1) / static_cast<acc_t>(gh * gw);
+  const int64_t c = c0 + lane * VEC;
+  sum_t* pixels = grad_sum + (r.batch * height * width) * channels + c;
+
+  for (int64_t bin0 = 0; bin0 < bins; bin0 += kBinChunk) {
+    const int64_t chunk_bins = smaller<int64_t>(kBinChunk, bins - bin0);
+    for (int i = threadIdx.x; i < chunk_channels * chunk_bins; i += kThreads) {
+      const int cl = i / chunk_bins, bl = i % chunk_bins;
+      const int64_t o = ((k * channels) + c0 + cl) * bins + bin0 + bl;
+      tile.value[tile.at(bl, cl)] = static_cast<acc_t>(grad_output[o]);
+      if (kMax) {
+        tile.argmax[tile.at(bl, cl)] = argmax[o];
+      }
+    }
+    __syncthreads();
+    if (c < channels) {
+      for (int bl = warp; bl < chunk_bins; bl += kWarps) {
+        const int64_t ph = (bin0 + bl) / p.pooled_width, pw = (bin0 + bl) % p.pooled_width;
+#pragma unroll
+        for (int v = 0; v < VEC; ++v) {
+          const acc_t g = tile.value[tile.at(bl, lane * VEC + v)];
+          auto scatter = [&](const AxisTap<acc_t>& ty, const AxisTap<acc_t>& tx, acc_t value) {
+            if (!(ty.valid && tx.valid)) {
+              return;
+            }
+            const Corners<acc_t> cr = corners(ty, tx, width);
+#pragma unroll
+            for (int j = 0; j < 4; ++j) {
+              accumulate(pixels + cr.offset[j] * channels + v, value * cr.weight[j], scale);
+            }
+          };
+          if (kMax) {
+            const int s = tile.argmax[tile.at(bl, lane * VEC + v)];
+            if (s >= 0 && s < gh * gw) {
+              scatter(y_tap(r, ytaps, ph, s / gw, height), x_tap(r, xtaps, pw, s % gw, width), g);
+            }
+          } else {
+            const acc_t g_sample = g * inv_count;
+            for (int iy = 0; iy < gh; ++iy) {
+              const AxisTap<acc_t> ty = y_tap(r, ytaps, ph, iy, height);
+              for (int ix = 0; ix < gw; ++ix) {
+                scatter(ty, x_tap(r, xtaps, pw, ix, width), g_sample);
+              }
+            }
+          }
+        }
+      }
+    }
+    __syncthreads();
+  }
+}
+
+// Fixed point -> value, for the deterministic backward. A non-finite
+// grad_output cannot be summed in fixed point: the whole gradient is NaN then.
+template <typename acc_t>
+__global__ void fixed_point_to_value_kernel(const int64_t* __restrict__ sums, acc_t* __restrict__ out,
+                                            int64_t n, const float* __restrict__ max_abs_grad,
+                                            double adds_bound) {
+  const double scale = fixed_point_scale(*max_abs_grad, adds_bound);
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
+       i += int64_t(gridDim.x) * blockDim.x) {
+    out[i] = isfinite(scale) ? static_cast<acc_t>(static_cast<double>(sums[i]) / scale)
+                             : static_cast<acc_t>(NAN);
+  }
+}
+
+int64_t blocks_for(int64_t n) {
+  return std::min<int64_t>(std::max<int64_t>((n + kThreads - 1) / kThreads, 1), int64_t(1) << 20);
 }
 
 template <typename scalar_t>
-__global__ void forward_kernel(
-    const scalar_t* __restrict__ input, const scalar_t* __restrict__ rois,
-    scalar_t* __restrict__ output, int32_t* __restrict__ argmax, int64_t total,
-    int64_t batch, int64_t channels, int64_t height, int64_t width, RoIAlignParams p) {
-  using acc_t = at::opmath_type<scalar_t>;
-  const int64_t pw_count = p.pooled_width, ph_count = p.pooled_height;
-  for (int64_t index = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; index < total;
-       index += int64_t(gridDim.x) * blockDim.x) {
-    const int64_t pw = index % pw_count;
-    const int64_t ph = (index / pw_count) % ph_count;
-    const int64_t c = (index / (pw_count * ph_count)) % channels;
-    const int64_t k = index / (pw_count * ph_count * channels);
-    const scalar_t* roi = rois + k * 5;
-    const int64_t b = batch_index(static_cast<acc_t>(roi[0]), batch);
-    const RoiBox<acc_t> box = load_box<scalar_t, acc_t>(roi, p);
-    if (b < 0 || !box.valid) {
-      output[index] = scalar_t(0);
-      if (argmax) {
-        argmax[index] = -1;
-      }
-      continue;
-    }
-    const scalar_t* plane = input + (b * channels + c) * height * width;
-    auto load = [plane](int64_t offset) { return static_cast<acc_t>(plane[offset]); };
-    const int gh = box.grid_h, gw = box.grid_w;
-    if (p.pool_mode == PoolMode::Max) {
-      MaxTracker<acc_t> tracker;
-      for (int iy = 0; iy < gh; ++iy) {
-        const AxisTap<acc_t> ty = axis_tap(sample_coord(box.start_y, box.bin_h, ph, iy, gh), height);
-        for (int ix = 0; ix < gw; ++ix) {
-          const AxisTap<acc_t> tx = axis_tap(sample_coord(box.start_x, box.bin_w, pw, ix, gw), width);
-          tracker.update(interpolate(ty, tx, width, load), iy * gw + ix);
-        }
-      }
-      output[index] = static_cast<scalar_t>(tracker.result());
-      if (argmax) {
-        argmax[index] = tracker.index;
-      }
-    } else {
-      acc_t sum = 0;
-      for (int iy = 0; iy < gh; ++iy) {
-        const AxisTap<acc_t> ty = axis_tap(sample_coord(box.start_y, box.bin_h, ph, iy, gh), height);
-        for (int ix = 0; ix < gw; ++ix) {
-          const AxisTap<acc_t> tx = axis_tap(sample_coord(box.start_x, box.bin_w, pw, ix, gw), width);
-          sum += interpolate(ty, tx, width, load);
-        }
-      }
-      const int count = gh * gw;
-      output[index] = static_cast<scalar_t>(count > 0 ? sum / static_cast<acc_t>(count) : acc_t(0));
-    }
-  }
-}
-
-template <typename scalar_t, typename acc_t>
-__global__ void backward_kernel(
-    const scalar_t* __restrict__ grad_output, const scalar_t* __restrict__ rois,
-    const int32_t* __restrict__ argmax, acc_t* __restrict__ grad_input, int64_t total,
-    int64_t batch, int64_t channels, int64_t height, int64_t width, RoIAlignParams p) {
-  const int64_t pw_count = p.pooled_width, ph_count = p.pooled_height;
-  for (int64_t index = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; index < total;
-       index += int64_t(gridDim.x) * blockDim.x) {
-    const int64_t pw = index % pw_count;
-    const int64_t ph = (index / pw_count) % ph_count;
-    const int64_t c = (index / (pw_count * ph_count)) % channels;
-    const int64_t k = index / (pw_count * ph_count * channels);
-    const scalar_t* roi = rois + k * 5;
-    const int64_t b = batch_index(static_cast<acc_t>(roi[0]), batch);
-    const RoiBox<acc_t> box = load_box<scalar_t, acc_t>(roi, p);
-    const int gh = box.grid_h, gw = box.grid_w;
-    if (b < 0 || gh * gw == 0) {
-      continue;
-    }
-    acc_t* plane = grad_input + (b * channels + c) * height * width;
-    const acc_t g = static_cast<acc_t>(grad_output[index]);
-    auto scatter = [plane, width](const AxisTap<acc_t>& ty, const AxisTap<acc_t>& tx, acc_t value) {
-      if (!(ty.valid && tx.valid)) {
-        return;
-      }
-      const Corners<acc_t> cr = corners(ty, tx, width);
-#pragma unroll
-      for (int j = 0; j < 4; ++j) {
-        gpuAtomicAdd(plane + cr.offset[j], value * cr.weight[j]);
-      }
-    };
-    if (p.pool_mode == PoolMode::Max) {
-      const int s = argmax[index];
-      if (s >= 0 && s < gh * gw) {
-        const int iy = s / gw, ix = s % gw;
-        scatter(axis_tap(sample_coord(box.start_y, box.bin_h, ph, iy, gh), height),
-                axis_tap(sample_coord(box.start_x, box.bin_w, pw, ix, gw), width), g);
-      }
-    } else {
-      const acc_t g_sample = g / static_cast<acc_t>(gh * gw);
-      for (int iy = 0; iy < gh; ++iy) {
-        const AxisTap<acc_t> ty = axis_tap(sample_coord(box.start_y, box.bin_h, ph, iy, gh), height);
-        for (int ix = 0; ix < gw; ++ix) {
-          scatter(ty, axis_tap(sample_coord(box.start_x, box.bin_w, pw, ix, gw), width), g_sample);
-        }
-      }
-    }
-  }
+int vector_width(const at::Tensor& t, int64_t channels) {
+  constexpr int vec = channel_vector<scalar_t>();
+  const bool aligned = reinterpret_cast<uintptr_t>(t.const_data_ptr()) % (sizeof(scalar_t) * vec) == 0;
+  return channels % vec == 0 && aligned ? vec : 1;
 }
 
 } // namespace
@@ -157,25 +357,43 @@ std::tuple<at::Tensor, at::Tensor> roi_align_forward_cuda(
     const at::Tensor& input_, const at::Tensor& rois_, const RoIAlignParams& params,
     bool with_argmax) {
   c10::cuda::CUDAGuard device_guard(input_.device());
-  const at::Tensor input = input_.contiguous();
+  // Channels-last is what the kernel reads; an NCHW input is transposed once.
+  const at::Tensor input = input_.contiguous(at::MemoryFormat::ChannelsLast);
   const at::Tensor rois = rois_.contiguous();
-  at::Tensor output = at::empty(
-      {rois.size(0), input.size(1), params.pooled_height, params.pooled_width}, input.options());
-  const bool store_argmax = with_argmax && params.pool_mode == PoolMode::Max;
+  const int64_t num_rois = rois.size(0), channels = input.size(1);
+  at::Tensor output = at::empty({num_rois, channels, params.pooled_height, params.pooled_width}, input.options());
+  const bool max_mode = params.pool_mode == PoolMode::Max;
+  const bool store_argmax = with_argmax && max_mode;
   at::Tensor argmax = at::empty(store_argmax ? output.sizes() : at::IntArrayRef{0},
                                 input.options().dtype(at::kInt));
-  const int64_t total = output.numel();
-  if (total == 0) {
+  if (output.numel() == 0) {
     return {output, argmax};
   }
   cudaStream_t stream = c10::cuda::getCurrentCUDAStream();
   AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, input.scalar_type(), "mmops::roi_align (CUDA)", [&] {
-    forward_kernel<scalar_t><<<grid_size(total), kThreads, 0, stream>>>(
-        input.const_data_ptr<scalar_t>(), rois.const_data_ptr<scalar_t>(),
-        output.mutable_data_ptr<scalar_t>(),
-        store_argmax ? argmax.mutable_data_ptr<int32_t>() : nullptr, total, input.size(0),
-        input.size(1), input.size(2), input.size(3), params);
-    C10_CUDA_KERNEL_LAUNCH_CHECK();
+    auto launch = [&](auto vec_tag, auto max_tag) {
+      constexpr int VEC = decltype(vec_tag)::value;
+      constexpr bool kMax = decltype(max_tag)::value;
+      const dim3 grid(num_rois, (channels + 32 * VEC - 1) / (32 * VEC));
+      forward_kernel<scalar_t, VEC, kMax><<<grid, kThreads, 0, stream>>>(
+          input.const_data_ptr<scalar_t>(), rois.const_data_ptr<scalar_t>(),
+          output.mutable_data_ptr<scalar_t>(), store_argmax ? argmax.mutable_data_ptr<int32_t>() : nullptr,
+          input.size(0), channels, input.size(2), input.size(3), params);
+      C10_CUDA_KERNEL_LAUNCH_CHECK();
+    };
+    constexpr int kVec = channel_vector<scalar_t>();
+    const bool vectorized = vector_width<scalar_t>(input, channels) == kVec;
+    using Max = std::true_type;
+    using Avg = std::false_type;
+    if (vectorized && max_mode) {
+      launch(std::integral_constant<int, kVec>{}, Max{});
+    } else if (vectorized) {
+      launch(std::integral_constant<int, kVec>{}, Avg{});
+    } else if (max_mode) {
+      launch(std::integral_constant<int, 1>{}, Max{});
+    } else {
+      launch(std::integral_constant<int, 1>{}, Avg{});
+    }
   });
   return {output, argmax};
 }
@@ -184,27 +402,76 @@ at::Tensor roi_align_backward_cuda(
     const at::Tensor& grad_output_, const at::Tensor& rois_, const at::Tensor& argmax_,
     at::IntArrayRef input_shape, const RoIAlignParams& params) {
   c10::cuda::CUDAGuard device_guard(grad_output_.device());
-  at::globalContext().alertNotDeterministic("mmops::roi_align backward (CUDA)");
   const at::Tensor grad_output = grad_output_.contiguous();
   const at::Tensor rois = rois_.contiguous();
-  const at::Tensor argmax = argmax_.contiguous();
+  const bool max_mode = params.pool_mode == PoolMode::Max;
+  const at::Tensor argmax = max_mode ? argmax_.contiguous() : argmax_;
   const auto dtype = grad_output.scalar_type();
-  const bool reduced = dtype == at::kHalf || dtype == at::kBFloat16;
-  at::Tensor grad_acc = at::zeros(input_shape, grad_output.options().dtype(reduced ? at::kFloat : dtype));
-  const int64_t total = grad_output.numel();
-  if (total > 0 && grad_acc.numel() > 0) {
-    cudaStream_t stream = c10::cuda::getCurrentCUDAStream();
-    AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, dtype, "mmops::roi_align backward (CUDA)", [&] {
-      using acc_t = at::opmath_type<scalar_t>;
-      backward_kernel<scalar_t, acc_t><<<grid_size(total), kThreads, 0, stream>>>(
+  const bool deterministic = at::globalContext().deterministicAlgorithms();
+  const auto acc_dtype = (dtype == at::kHalf || dtype == at::kBFloat16) ? at::kFloat : dtype;
+  const auto options = grad_output.options();
+  const int64_t num_rois = rois.size(0), channels = input_shape[1];
+  const int64_t bins = params.pooled_height * params.pooled_width;
+  at::Tensor grad_input = at::empty(input_shape, options);
+  if (grad_input.numel() == 0) {
+    return grad_input;
+  }
+  if (grad_output.numel() == 0) {
+    return grad_input.zero_();
+  }
+  // Channels-last accumulation buffer; deterministic mode sums int64 fixed point.
+  at::Tensor sums = at::zeros(input_shape, options.dtype(deterministic ? at::kLong : acc_dtype)
+                                                   .memory_format(at::MemoryFormat::ChannelsLast));
+  at::Tensor max_abs;
+  if (deterministic) {
+    max_abs = grad_output.abs().amax().to(at::kFloat);
+  }
+  cudaStream_t stream = c10::cuda::getCurrentCUDAStream();
+  AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, dtype, "mmops::roi_align backward (CUDA)", [&] {
+    using acc_t = at::opmath_type<scalar_t>;
+    auto launch = [&](auto vec_tag, auto max_tag, auto* sum_ptr) {
+      constexpr int VEC = decltype(vec_tag)::value;
+      constexpr bool kMax = decltype(max_tag)::value;
+      using sum_t = std::remove_pointer_t<decltype(sum_ptr)>;
+      const dim3 grid(num_rois, (channels + 32 * VEC - 1) / (32 * VEC));
+      backward_kernel<scalar_t, sum_t, VEC, kMax><<<grid, kThreads, 0, stream>>>(
           grad_output.const_data_ptr<scalar_t>(), rois.const_data_ptr<scalar_t>(),
-          params.pool_mode == PoolMode::Max ? argmax.const_data_ptr<int32_t>() : nullptr,
-          grad_acc.mutable_data_ptr<acc_t>(), total, input_shape[0], input_shape[1],
+          kMax ? argmax.const_data_ptr<int32_t>() : nullptr, sum_ptr,
+          deterministic ? max_abs.const_data_ptr<float>() : nullptr, input_shape[0], channels,
           input_shape[2], input_shape[3], params);
       C10_CUDA_KERNEL_LAUNCH_CHECK();
-    });
-  }
-  return reduced ? grad_acc.to(dtype) : grad_acc;
+    };
+    auto launch_for_sum = [&](auto* sum_ptr) {
+      // Vectors of 2 channels need even channel counts; the buffer is fresh, so aligned.
+      constexpr int kVec = channel_vector<scalar_t>();
+      const bool vectorized = channels % kVec == 0;
+      using Max = std::true_type;
+      using Avg = std::false_type;
+      if (vectorized && max_mode) {
+        launch(std::integral_constant<int, kVec>{}, Max{}, sum_ptr);
+      } else if (vectorized) {
+        launch(std::integral_constant<int, kVec>{}, Avg{}, sum_ptr);
+      } else if (max_mode) {
+        launch(std::integral_constant<int, 1>{}, Max{}, sum_ptr);
+      } else {
+        launch(std::integral_constant<int, 1>{}, Avg{}, sum_ptr);
+      }
+    };
+    if (deterministic) {
+      launch_for_sum(sums.mutable_data_ptr<int64_t>());
+      at::Tensor values = at::empty(input_shape, options.dtype(acc_dtype).memory_format(at::MemoryFormat::ChannelsLast));
+      fixed_point_to_value_kernel<acc_t><<<blocks_for(values.numel()), kThreads, 0, stream>>>(
+          sums.const_data_ptr<int64_t>(), values.mutable_data_ptr<acc_t>(), values.numel(),
+          max_abs.const_data_ptr<float>(), static_cast<double>(num_rois) * bins);
+      C10_CUDA_KERNEL_LAUNCH_CHECK();
+      sums = values;
+    } else {
+      launch_for_sum(sums.mutable_data_ptr<acc_t>());
+    }
+  });
+  // One pass converts layout (channels-last -> NCHW) and dtype.
+  grad_input.copy_(sums);
+  return grad_input;
 }
 
 } // namespace kernels

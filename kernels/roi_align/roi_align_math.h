@@ -188,5 +188,26 @@ struct MaxTracker {
   }
 };
 
+// Deterministic gradient sums add int64 fixed-point values, round(value * scale),
+// so that their total does not depend on the order of the adds. Every output
+// bin hands out at most |grad| in total (its weights sum to at most 1), so with
+// `adds_bound` bins of at most max_abs each, |total| < max_abs * adds_bound;
+// the scale is the largest power of two that keeps that under 2^62. NaN when
+// max_abs is not finite (no fixed point represents it).
+C10_HOST_DEVICE inline double fixed_point_scale(float max_abs, double adds_bound) {
+  if (max_abs == 0.0f) {
+    return 1.0;
+  }
+  if (!is_finite(max_abs)) {
+    return NAN;
+  }
+  const double bound = static_cast<double>(max_abs) * (adds_bound > 1.0 ? adds_bound : 1.0);
+#ifdef __CUDA_ARCH__
+  return exp2(floor(62.0 - log2(bound)));
+#else
+  return std::exp2(std::floor(62.0 - std::log2(bound)));
+#endif
+}
+
 } // namespace roi_align_math
 } // namespace mmops

@@ -1,4 +1,5 @@
 """CUDA tests of mmops::roi_align (all skipped without a GPU)."""
+import contextlib
 import math
 
 import pytest
@@ -234,14 +235,119 @@ def test_cuda_large(pool_mode, sampling_ratio):
     torch.testing.assert_close(g.cpu(), gexp, rtol=1e-4, atol=1e-4)
 
 
+class deterministic_algorithms:
+    """Turns torch.use_deterministic_algorithms on inside the block, restoring it after."""
+
+    def __enter__(self):
+        self.before = torch.are_deterministic_algorithms_enabled()
+        torch.use_deterministic_algorithms(True)
+
+    def __exit__(self, *exc):
+        torch.use_deterministic_algorithms(self.before)
+
+
 @requires_cuda
-def test_cuda_backward_alerts_nondeterministic():
-    x = torch.randn(1, 2, 6, 6, device="cuda", requires_grad=True)
-    rois = random_rois(3, 1, 6, 6, device="cuda")
-    out = op(x, rois, [2, 2], 1.0, 2, "avg", True)
-    torch.use_deterministic_algorithms(True)
-    try:
-        with pytest.raises(RuntimeError, match="deterministic"):
-            out.sum().backward()
-    finally:
-        torch.use_deterministic_algorithms(False)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("pool_mode", ["avg", "max"])
+def test_cuda_deterministic_backward_is_bitwise_repeatable(pool_mode, dtype):
+    torch.manual_seed(11)
+    # many overlapping rois on a small map: lots of adds land on the same values
+    x = torch.randn(2, 70, 24, 24, device="cuda").to(dtype)
+    rois = random_rois(300, 2, 24, 24, device="cuda", extra=False).to(dtype)
+    go = torch.randn(300, 70, 5, 5, device="cuda").to(dtype)
+    args = ([5, 5], 1.0, 0, pool_mode, True)
+    with deterministic_algorithms():
+        grads = [fwd_bwd(x, rois, go, *args)[1] for _ in range(3)]
+    for g in grads[1:]:
+        assert torch.equal(g, grads[0])
+    _, default = fwd_bwd(x, rois, go, *args)  # atomics: equal up to rounding
+    tol = TOL[dtype] if dtype in (torch.float32, torch.float64) else LOW_TOL[dtype]
+    torch.testing.assert_close(grads[0].float(), default.float(), **tol)
+    if dtype == torch.float64:
+        _, cpu = fwd_bwd(x.cpu(), rois.cpu(), go.cpu(), *args)
+        torch.testing.assert_close(grads[0].cpu(), cpu, rtol=1e-10, atol=1e-10)
+
+
+@requires_cuda
+def test_cuda_deterministic_backward_nonfinite_grad_gives_nan():
+    x = torch.randn(1, 3, 8, 8, device="cuda")
+    rois = random_rois(4, 1, 8, 8, device="cuda", extra=False)
+    go = torch.randn(4, 3, 2, 2, device="cuda")
+    go[0, 0, 0, 0] = math.inf
+    with deterministic_algorithms():
+        _, g = fwd_bwd(x, rois, go, [2, 2], 1.0, 2, "avg", True)
+    assert torch.isnan(g).all()
+
+
+@requires_cuda
+@pytest.mark.parametrize("deterministic", [False, True])
+@pytest.mark.parametrize("pool_mode", ["avg", "max"])
+def test_cuda_graph_capture_forward_and_backward(pool_mode, deterministic):
+    torch.manual_seed(12)
+    x = torch.randn(2, 8, 16, 16, device="cuda", requires_grad=True)
+    rois = random_rois(10, 2, 16, 16, device="cuda", spatial_scale=0.5, extra=False)
+    go = torch.randn(10, 8, 3, 3, device="cuda")
+    args = ([3, 3], 0.5, 2, pool_mode, True)
+
+    def step():
+        out = op(x, rois, *args)
+        (g,) = torch.autograd.grad(out, x, go)
+        return out, g
+
+    ctx = deterministic_algorithms() if deterministic else contextlib.nullcontext()
+    with ctx:
+        s = torch.cuda.Stream()
+        s.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(s):
+            for _ in range(2):
+                step()
+        torch.cuda.current_stream().wait_stream(s)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            static_out, static_grad = step()
+        for seed in (13, 14):
+            torch.manual_seed(seed)
+            with torch.no_grad():
+                x.copy_(torch.randn_like(x))
+                rois.copy_(random_rois(10, 2, 16, 16, device="cuda", spatial_scale=0.5, extra=False))
+                go.copy_(torch.randn_like(go))
+            graph.replay()
+            torch.cuda.synchronize()
+            out, g = step()
+            torch.testing.assert_close(static_out, out, rtol=0, atol=0)
+            torch.testing.assert_close(static_grad, g, rtol=1e-6, atol=1e-6)
+
+
+@requires_cuda
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("pool_mode", ["avg", "max"])
+def test_cuda_channels_last_equals_contiguous(pool_mode, dtype):
+    torch.manual_seed(15)
+    x = torch.randn(2, 96, 20, 28, device="cuda").to(dtype)
+    rois = random_rois(40, 2, 20, 28, device="cuda", spatial_scale=0.5).to(dtype)
+    go = torch.randn(40, 96, 7, 7, device="cuda").to(dtype)
+    args = ([7, 7], 0.5, 2, pool_mode, True)
+    out, g = fwd_bwd(x, rois, go, *args)
+    out_cl, g_cl = fwd_bwd(x.contiguous(memory_format=torch.channels_last), rois, go, *args)
+    assert torch.equal(out, out_cl)
+    torch.testing.assert_close(g, g_cl, rtol=1e-5, atol=1e-5)
+
+
+@requires_cuda
+@pytest.mark.parametrize("channels", [1, 3, 33, 65])
+def test_cuda_odd_channel_counts(channels):
+    # channel chunks of 32 (64 for 16-bit types) with a partial last chunk, and
+    # the scalar path for odd counts of 16-bit channels
+    torch.manual_seed(16)
+    for dtype in (torch.float32, torch.float16):
+        x = torch.randn(2, channels, 9, 11, device="cuda").to(dtype)
+        rois = random_rois(7, 2, 9, 11, device="cuda").to(dtype)
+        go = torch.randn(7, channels, 3, 2, device="cuda").to(dtype)
+        for pool_mode in ("avg", "max"):
+            args = ([3, 2], 1.0, 0, pool_mode, True)
+            out, g = fwd_bwd(x, rois, go, *args)
+            exp, gexp = fwd_bwd(x.float().cpu(), rois.float().cpu(), go.float().cpu(), *args)
+            tol = TOL[torch.float32] if dtype == torch.float32 else LOW_TOL[dtype]
+            torch.testing.assert_close(out.float().cpu(), exp, **tol)
+            if pool_mode == "avg" or dtype == torch.float32:
+                torch.testing.assert_close(g.float().cpu(), gexp, **tol)
