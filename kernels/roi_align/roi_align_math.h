@@ -177,11 +177,11 @@ struct MaxTracker {
   T best = T(0);
   int index = -1;  // sample index iy * grid_w + ix; -1 while no sample was seen
   C10_HOST_DEVICE inline void update(T value, int sample) {
-    const bool best_is_nan = best != best;
-    if (index < 0 || (!best_is_nan && (value > best || value != value))) {
-      best = value;
-      index = sample;
-    }
+    // Branch-free select: the winner of a bin is data-dependent, so a branch
+    // would mispredict about half the time.
+    const bool take = index < 0 || value > best || (value != value && best == best);
+    best = take ? value : best;
+    index = take ? sample : index;
   }
   C10_HOST_DEVICE inline T result() const {
     return index < 0 ? T(0) : best;

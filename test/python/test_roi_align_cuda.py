@@ -330,7 +330,9 @@ def test_cuda_channels_last_equals_contiguous(pool_mode, dtype):
     out, g = fwd_bwd(x, rois, go, *args)
     out_cl, g_cl = fwd_bwd(x.contiguous(memory_format=torch.channels_last), rois, go, *args)
     assert torch.equal(out, out_cl)
-    torch.testing.assert_close(g, g_cl, rtol=1e-5, atol=1e-5)
+    # the float atomics add in another order: rounding differs, in the last bit of 16-bit types
+    tol = TOL[dtype] if dtype == torch.float32 else LOW_TOL[dtype]
+    torch.testing.assert_close(g, g_cl, **tol)
 
 
 @requires_cuda
