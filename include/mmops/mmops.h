@@ -3,4 +3,5 @@
 // the PyTorch dispatcher (CPU, CUDA and autograd included).
 
 #include <mmops/config.h>
+#include <mmops/multi_level_roi_align.h>
 #include <mmops/roi_align.h>

@@ -143,16 +143,28 @@ void pool_all_channels(const scalar_t* planes, int64_t channels, int64_t plane_s
   }
 }
 
+// Pixel data and size of each feature map.
+template <typename T>
+struct Levels {
+  std::vector<T*> data;
+  std::vector<int64_t> height, width;
+};
+
+template <typename scalar_t, typename acc_t>
+RoiSource<acc_t> locate(const scalar_t* roi, int64_t batch, const RoIAlignParams& p) {
+  return locate_roi<acc_t>(roi[0], roi[1], roi[2], roi[3], roi[4], batch, p.spatial_scale,
+                           p.num_levels, p.finest_scale, p.aligned, p.pooled_height,
+                           p.pooled_width, p.sampling_ratio);
+}
+
 template <typename scalar_t>
-void forward_kernel(const at::Tensor& input, const at::Tensor& rois, at::Tensor& output,
-                    int32_t* argmax, const RoIAlignParams& p) {
+void forward_kernel(const Levels<const scalar_t>& levels, int64_t batch, int64_t channels,
+                    const at::Tensor& rois, at::Tensor& output, int32_t* argmax,
+                    const RoIAlignParams& p) {
   using acc_t = at::opmath_type<scalar_t>;
-  const int64_t batch = input.size(0), channels = input.size(1);
-  const int64_t height = input.size(2), width = input.size(3);
   const int64_t num_rois = rois.size(0);
   const int64_t ph_count = p.pooled_height, pw_count = p.pooled_width;
   const int64_t bins = ph_count * pw_count;
-  const scalar_t* in = input.const_data_ptr<scalar_t>();
   const scalar_t* roi_data = rois.const_data_ptr<scalar_t>();
   scalar_t* out = output.mutable_data_ptr<scalar_t>();
   const bool max_mode = p.pool_mode == PoolMode::Max;
@@ -162,25 +174,23 @@ void forward_kernel(const at::Tensor& input, const at::Tensor& rois, at::Tensor&
     std::vector<SampleTap<acc_t>> table;
     std::vector<int32_t> bin_start;
     for (int64_t k = begin; k < end; ++k) {
-      const scalar_t* roi = roi_data + k * 5;
       scalar_t* out_k = out + k * channels * bins;
       int32_t* argmax_k = argmax ? argmax + k * channels * bins : nullptr;
-      const int64_t b = batch_index(static_cast<acc_t>(roi[0]), batch);
-      const RoiBox<acc_t> box = make_roi_box<acc_t>(
-          roi[1], roi[2], roi[3], roi[4], static_cast<acc_t>(p.spatial_scale), p.aligned,
-          ph_count, pw_count, p.sampling_ratio);
-      if (b < 0 || !box.valid) {
+      const RoiSource<acc_t> src = locate<scalar_t, acc_t>(roi_data + k * 5, batch, p);
+      if (src.batch < 0) {
         std::fill(out_k, out_k + channels * bins, scalar_t(0));
         if (argmax_k) {
           std::fill(argmax_k, argmax_k + channels * bins, -1);
         }
         continue;
       }
+      const RoiBox<acc_t>& box = src.box;
+      const int64_t height = levels.height[src.level], width = levels.width[src.level];
       const int gh = box.grid_h, gw = box.grid_w;
       axis_taps(ytaps, box.start_y, box.bin_h, ph_count, gh, height);
       axis_taps(xtaps, box.start_x, box.bin_w, pw_count, gw, width);
       const acc_t inv_count = gh * gw > 0 ? acc_t(1) / static_cast<acc_t>(gh * gw) : acc_t(0);
-      const scalar_t* planes = in + b * channels * height * width;
+      const scalar_t* planes = levels.data[src.level] + src.batch * channels * height * width;
       const int64_t bins_per_pass = std::max<int64_t>(1, kMaxTableEntries / std::max(gh * gw, 1));
       for (int64_t bin0 = 0; bin0 < bins; bin0 += bins_per_pass) {
         const int64_t bin1 = std::min(bins, bin0 + bins_per_pass);
@@ -198,11 +208,11 @@ void forward_kernel(const at::Tensor& input, const at::Tensor& rois, at::Tensor&
   });
 }
 
-// grad_in is the accumulation buffer (acc_t), [N, C, H, W] contiguous.
+// `grads` are the accumulation buffers (acc_t), one [N, C, H_l, W_l] per level.
 template <typename scalar_t, typename acc_t>
 void backward_kernel(const at::Tensor& grad_output, const at::Tensor& rois, const int32_t* argmax,
-                     acc_t* grad_in, int64_t batch, int64_t channels, int64_t height,
-                     int64_t width, const RoIAlignParams& p) {
+                     const Levels<acc_t>& grads, int64_t batch, int64_t channels,
+                     const RoIAlignParams& p) {
   const int64_t num_rois = rois.size(0);
   const int64_t ph_count = p.pooled_height, pw_count = p.pooled_width;
   const int64_t bins = ph_count * pw_count;
@@ -210,25 +220,23 @@ void backward_kernel(const at::Tensor& grad_output, const at::Tensor& rois, cons
   const scalar_t* roi_data = rois.const_data_ptr<scalar_t>();
   const bool max_mode = p.pool_mode == PoolMode::Max;
 
-  // Enough channels per task to amortise recomputing the taps of every roi.
+  // Parallel over channels: no two threads add into the same value.
   at::parallel_for(0, channels, 1, [&](int64_t c_begin, int64_t c_end) {
     std::vector<AxisTap<acc_t>> ytaps, xtaps;
     for (int64_t k = 0; k < num_rois; ++k) {
-      const scalar_t* roi = roi_data + k * 5;
-      const int64_t b = batch_index(static_cast<acc_t>(roi[0]), batch);
-      const RoiBox<acc_t> box = make_roi_box<acc_t>(
-          roi[1], roi[2], roi[3], roi[4], static_cast<acc_t>(p.spatial_scale), p.aligned,
-          ph_count, pw_count, p.sampling_ratio);
+      const RoiSource<acc_t> src = locate<scalar_t, acc_t>(roi_data + k * 5, batch, p);
+      const RoiBox<acc_t>& box = src.box;
       const int gh = box.grid_h, gw = box.grid_w;
-      if (b < 0 || gh * gw == 0) {
+      if (src.batch < 0 || gh * gw == 0) {
         continue;
       }
+      const int64_t height = grads.height[src.level], width = grads.width[src.level];
       axis_taps(ytaps, box.start_y, box.bin_h, ph_count, gh, height);
       axis_taps(xtaps, box.start_x, box.bin_w, pw_count, gw, width);
       const acc_t inv_count = acc_t(1) / static_cast<acc_t>(gh * gw);
 
       for (int64_t c = c_begin; c < c_end; ++c) {
-        acc_t* plane = grad_in + (b * channels + c) * height * width;
+        acc_t* plane = grads.data[src.level] + (src.batch * channels + c) * height * width;
         const scalar_t* g_kc = grad_out + (k * channels + c) * bins;
         const int32_t* a_kc = argmax ? argmax + (k * channels + c) * bins : nullptr;
         auto scatter = [plane, width](const AxisTap<acc_t>& ty, const AxisTap<acc_t>& tx, acc_t g) {
@@ -269,46 +277,70 @@ void backward_kernel(const at::Tensor& grad_output, const at::Tensor& rois, cons
 } // namespace
 
 std::tuple<at::Tensor, at::Tensor> roi_align_forward_cpu(
-    const at::Tensor& input_, const at::Tensor& rois_, const RoIAlignParams& params,
+    at::TensorList features_, const at::Tensor& rois_, const RoIAlignParams& params,
     bool with_argmax) {
-  const at::Tensor input = input_.contiguous();
+  std::vector<at::Tensor> features;
+  for (const at::Tensor& f : features_) {
+    features.push_back(f.contiguous());
+  }
+  const at::Tensor& first = features.front();
   const at::Tensor rois = rois_.contiguous();
   at::Tensor output = at::empty(
-      {rois.size(0), input.size(1), params.pooled_height, params.pooled_width}, input.options());
+      {rois.size(0), first.size(1), params.pooled_height, params.pooled_width}, first.options());
   const bool store_argmax = with_argmax && params.pool_mode == PoolMode::Max;
   at::Tensor argmax = at::empty(store_argmax ? output.sizes() : at::IntArrayRef{0},
-                                input.options().dtype(at::kInt));
+                                first.options().dtype(at::kInt));
   if (output.numel() == 0) {
     return {output, argmax};
   }
-  AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, input.scalar_type(), "mmops::roi_align (CPU)", [&] {
-    forward_kernel<scalar_t>(input, rois, output,
+  AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, first.scalar_type(), "mmops::roi_align (CPU)", [&] {
+    Levels<const scalar_t> levels;
+    for (const at::Tensor& f : features) {
+      levels.data.push_back(f.const_data_ptr<scalar_t>());
+      levels.height.push_back(f.size(2));
+      levels.width.push_back(f.size(3));
+    }
+    forward_kernel<scalar_t>(levels, first.size(0), first.size(1), rois, output,
                              store_argmax ? argmax.mutable_data_ptr<int32_t>() : nullptr, params);
   });
   return {output, argmax};
 }
 
-at::Tensor roi_align_backward_cpu(
+std::vector<at::Tensor> roi_align_backward_cpu(
     const at::Tensor& grad_output_, const at::Tensor& rois_, const at::Tensor& argmax_,
-    at::IntArrayRef input_shape, const RoIAlignParams& params) {
+    const std::vector<std::vector<int64_t>>& feature_shapes, const RoIAlignParams& params) {
   const at::Tensor grad_output = grad_output_.contiguous();
   const at::Tensor rois = rois_.contiguous();
   const at::Tensor argmax = argmax_.contiguous();
   const auto dtype = grad_output.scalar_type();
   // Reduced-precision gradients accumulate in float, then round once.
   const bool reduced = dtype == at::kHalf || dtype == at::kBFloat16;
-  at::Tensor grad_acc = at::zeros(input_shape, grad_output.options().dtype(reduced ? at::kFloat : dtype));
-  if (grad_acc.numel() > 0 && grad_output.numel() > 0) {
+  std::vector<at::Tensor> grads;
+  for (const auto& shape : feature_shapes) {
+    grads.push_back(at::zeros(shape, grad_output.options().dtype(reduced ? at::kFloat : dtype)));
+  }
+  const int64_t batch = feature_shapes.front()[0], channels = feature_shapes.front()[1];
+  if (grad_output.numel() > 0 && batch * channels > 0) {
     AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, dtype, "mmops::roi_align backward (CPU)", [&] {
       using acc_t = at::opmath_type<scalar_t>;
+      Levels<acc_t> levels;
+      for (at::Tensor& g : grads) {
+        levels.data.push_back(g.mutable_data_ptr<acc_t>());
+        levels.height.push_back(g.size(2));
+        levels.width.push_back(g.size(3));
+      }
       backward_kernel<scalar_t, acc_t>(
           grad_output, rois,
-          params.pool_mode == PoolMode::Max ? argmax.const_data_ptr<int32_t>() : nullptr,
-          grad_acc.mutable_data_ptr<acc_t>(), input_shape[0], input_shape[1], input_shape[2],
-          input_shape[3], params);
+          params.pool_mode == PoolMode::Max ? argmax.const_data_ptr<int32_t>() : nullptr, levels,
+          batch, channels, params);
     });
   }
-  return reduced ? grad_acc.to(dtype) : grad_acc;
+  if (reduced) {
+    for (at::Tensor& g : grads) {
+      g = g.to(dtype);
+    }
+  }
+  return grads;
 }
 
 } // namespace kernels

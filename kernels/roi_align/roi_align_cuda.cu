@@ -62,38 +62,49 @@ struct alignas(sizeof(scalar_t) * VEC) Pack {
   scalar_t v[VEC];
 };
 
+// Pixel data and size of each feature map, passed by value to the kernels.
+template <typename T>
+struct LevelTable {
+  T* data[kMaxLevels];
+  int64_t height[kMaxLevels];
+  int64_t width[kMaxLevels];
+};
+
 // Everything a block needs to know about its roi.
 template <typename acc_t>
 struct BlockRoi {
-  int64_t batch;   // -1: invalid roi (bad index or non-finite box)
+  int64_t batch;   // -1: the roi pools zeros (bad index or non-finite box)
+  int level;
+  int64_t height, width;  // of its feature map
   RoiBox<acc_t> box;
   bool cached;     // taps in shared memory (else computed per sample)
 };
 
-template <typename scalar_t, typename acc_t>
+template <typename scalar_t, typename acc_t, typename T>
 __device__ BlockRoi<acc_t> setup_roi(const scalar_t* rois, int64_t k, int64_t batch,
-                                     int64_t height, int64_t width, const RoIAlignParams& p,
+                                     const LevelTable<T>& levels, const RoIAlignParams& p,
                                      AxisTap<acc_t>* ytaps, AxisTap<acc_t>* xtaps) {
   const scalar_t* roi = rois + k * 5;
+  const RoiSource<acc_t> src = locate_roi<acc_t>(
+      static_cast<acc_t>(roi[0]), static_cast<acc_t>(roi[1]), static_cast<acc_t>(roi[2]),
+      static_cast<acc_t>(roi[3]), static_cast<acc_t>(roi[4]), batch, p.spatial_scale,
+      p.num_levels, p.finest_scale, p.aligned, p.pooled_height, p.pooled_width, p.sampling_ratio);
   BlockRoi<acc_t> r;
-  r.batch = batch_index(static_cast<acc_t>(roi[0]), batch);
-  r.box = make_roi_box<acc_t>(
-      static_cast<acc_t>(roi[1]), static_cast<acc_t>(roi[2]), static_cast<acc_t>(roi[3]),
-      static_cast<acc_t>(roi[4]), static_cast<acc_t>(p.spatial_scale), p.aligned,
-      p.pooled_height, p.pooled_width, p.sampling_ratio);
-  if (!r.box.valid) {
-    r.batch = -1;
-  }
+  r.batch = src.batch;
+  r.level = src.level;
+  r.box = src.box;
+  r.height = levels.height[r.level];
+  r.width = levels.width[r.level];
   const int ny = static_cast<int>(p.pooled_height) * r.box.grid_h;
   const int nx = static_cast<int>(p.pooled_width) * r.box.grid_w;
   r.cached = ny <= kMaxTaps && nx <= kMaxTaps;
   if (r.batch >= 0 && r.cached) {
     for (int i = threadIdx.x; i < ny + nx; i += blockDim.x) {
       if (i < ny) {
-        ytaps[i] = axis_tap(sample_coord(r.box.start_y, r.box.bin_h, i / r.box.grid_h, i % r.box.grid_h, r.box.grid_h), height);
+        ytaps[i] = axis_tap(sample_coord(r.box.start_y, r.box.bin_h, i / r.box.grid_h, i % r.box.grid_h, r.box.grid_h), r.height);
       } else {
         const int j = i - ny;
-        xtaps[j] = axis_tap(sample_coord(r.box.start_x, r.box.bin_w, j / r.box.grid_w, j % r.box.grid_w, r.box.grid_w), width);
+        xtaps[j] = axis_tap(sample_coord(r.box.start_x, r.box.bin_w, j / r.box.grid_w, j % r.box.grid_w, r.box.grid_w), r.width);
       }
     }
   }
@@ -103,16 +114,16 @@ __device__ BlockRoi<acc_t> setup_roi(const scalar_t* rois, int64_t k, int64_t ba
 
 template <typename acc_t>
 __device__ inline AxisTap<acc_t> y_tap(const BlockRoi<acc_t>& r, const AxisTap<acc_t>* ytaps,
-                                        int64_t ph, int iy, int64_t height) {
+                                        int64_t ph, int iy) {
   return r.cached ? ytaps[ph * r.box.grid_h + iy]
-                  : axis_tap(sample_coord(r.box.start_y, r.box.bin_h, ph, iy, r.box.grid_h), height);
+                  : axis_tap(sample_coord(r.box.start_y, r.box.bin_h, ph, iy, r.box.grid_h), r.height);
 }
 
 template <typename acc_t>
 __device__ inline AxisTap<acc_t> x_tap(const BlockRoi<acc_t>& r, const AxisTap<acc_t>* xtaps,
-                                        int64_t pw, int ix, int64_t width) {
+                                        int64_t pw, int ix) {
   return r.cached ? xtaps[pw * r.box.grid_w + ix]
-                  : axis_tap(sample_coord(r.box.start_x, r.box.bin_w, pw, ix, r.box.grid_w), width);
+                  : axis_tap(sample_coord(r.box.start_x, r.box.bin_w, pw, ix, r.box.grid_w), r.width);
 }
 
 // Interpolated values of VEC channels at one sample. `pixels` points at
@@ -152,10 +163,9 @@ struct Tile {
 
 template <typename scalar_t, int VEC, bool kMax>
 __global__ void __launch_bounds__(kThreads) forward_kernel(
-    const scalar_t* __restrict__ input,  // [N, H, W, C]
+    const LevelTable<const scalar_t> levels,  // each [N, H_l, W_l, C]
     const scalar_t* __restrict__ rois, scalar_t* __restrict__ output,  // [K, C, PH, PW]
-    int32_t* __restrict__ argmax, int64_t batch, int64_t channels, int64_t height,
-    int64_t width, RoIAlignParams p) {
+    int32_t* __restrict__ argmax, int64_t batch, int64_t channels, RoIAlignParams p) {
   using acc_t = at::opmath_type<scalar_t>;
   using TileT = Tile<acc_t, VEC>;
   __shared__ AxisTap<acc_t> ytaps[kMaxTaps];
@@ -167,11 +177,13 @@ __global__ void __launch_bounds__(kThreads) forward_kernel(
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   const int64_t bins = p.pooled_height * p.pooled_width;
   const int64_t chunk_channels = smaller<int64_t>(TileT::kChannels, channels - c0);
-  const BlockRoi<acc_t> r = setup_roi(rois, k, batch, height, width, p, ytaps, xtaps);
+  const BlockRoi<acc_t> r = setup_roi(rois, k, batch, levels, p, ytaps, xtaps);
   const int gh = r.box.grid_h, gw = r.box.grid_w;
   const acc_t inv_count = gh * gw > 0 ? acc_t(1) / static_cast<acc_t>(gh * gw) : acc_t(0);
   const int64_t c = c0 + lane * VEC;
-  const scalar_t* pixels = input + ((r.batch > 0 ? r.batch : 0) * height * width) * channels + c;
+  const int64_t width = r.width;
+  const scalar_t* pixels =
+      levels.data[r.level] + ((r.batch > 0 ? r.batch : 0) * r.height * r.width) * channels + c;
 
   for (int64_t bin0 = 0; bin0 < bins; bin0 += kBinChunk) {
     const int64_t chunk_bins = smaller<int64_t>(kBinChunk, bins - bin0);
@@ -187,9 +199,9 @@ __global__ void __launch_bounds__(kThreads) forward_kernel(
       }
       if (r.batch >= 0 && c < channels) {
         for (int iy = 0; iy < gh; ++iy) {
-          const AxisTap<acc_t> ty = y_tap(r, ytaps, ph, iy, height);
+          const AxisTap<acc_t> ty = y_tap(r, ytaps, ph, iy);
           for (int ix = 0; ix < gw; ++ix) {
-            const AxisTap<acc_t> tx = x_tap(r, xtaps, pw, ix, width);
+            const AxisTap<acc_t> tx = x_tap(r, xtaps, pw, ix);
             acc_t value[VEC];
             sample_values<scalar_t, acc_t, VEC>(pixels, channels, width, ty, tx, value);
 #pragma unroll
@@ -244,9 +256,8 @@ template <typename scalar_t, typename sum_t, int VEC, bool kMax>
 __global__ void __launch_bounds__(kThreads) backward_kernel(
     const scalar_t* __restrict__ grad_output,  // [K, C, PH, PW]
     const scalar_t* __restrict__ rois, const int32_t* __restrict__ argmax,
-    sum_t* __restrict__ grad_sum,  // [N, H, W, C]
-    const float* __restrict__ max_abs_grad, int64_t batch, int64_t channels, int64_t height,
-    int64_t width, RoIAlignParams p) {
+    const LevelTable<sum_t> grad_sums,  // each [N, H_l, W_l, C]
+    const float* __restrict__ max_abs_grad, int64_t batch, int64_t channels, RoIAlignParams p) {
   using acc_t = at::opmath_type<scalar_t>;
   using TileT = Tile<acc_t, VEC>;
   __shared__ AxisTap<acc_t> ytaps[kMaxTaps];
@@ -258,7 +269,7 @@ __global__ void __launch_bounds__(kThreads) backward_kernel(
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   const int64_t bins = p.pooled_height * p.pooled_width;
   const int64_t chunk_channels = smaller<int64_t>(TileT::kChannels, channels - c0);
-  const BlockRoi<acc_t> r = setup_roi(rois, k, batch, height, width, p, ytaps, xtaps);
+  const BlockRoi<acc_t> r = setup_roi(rois, k, batch, grad_sums, p, ytaps, xtaps);
   const int gh = r.box.grid_h, gw = r.box.grid_w;
   if (r.batch < 0 || gh * gw == 0) {
     return;  // uniform across the block
@@ -272,7 +283,8 @@ __global__ void __launch_bounds__(kThreads) backward_kernel(
   }
   const acc_t inv_count = acc_t(1) / static_cast<acc_t>(gh * gw);
   const int64_t c = c0 + lane * VEC;
-  sum_t* pixels = grad_sum + (r.batch * height * width) * channels + c;
+  const int64_t width = r.width;
+  sum_t* pixels = grad_sums.data[r.level] + (r.batch * r.height * r.width) * channels + c;
 
   for (int64_t bin0 = 0; bin0 < bins; bin0 += kBinChunk) {
     const int64_t chunk_bins = smaller<int64_t>(kBinChunk, bins - bin0);
@@ -304,14 +316,14 @@ __global__ void __launch_bounds__(kThreads) backward_kernel(
           if (kMax) {
             const int s = tile.argmax[tile.at(bl, lane * VEC + v)];
             if (s >= 0 && s < gh * gw) {
-              scatter(y_tap(r, ytaps, ph, s / gw, height), x_tap(r, xtaps, pw, s % gw, width), g);
+              scatter(y_tap(r, ytaps, ph, s / gw), x_tap(r, xtaps, pw, s % gw), g);
             }
           } else {
             const acc_t g_sample = g * inv_count;
             for (int iy = 0; iy < gh; ++iy) {
-              const AxisTap<acc_t> ty = y_tap(r, ytaps, ph, iy, height);
+              const AxisTap<acc_t> ty = y_tap(r, ytaps, ph, iy);
               for (int ix = 0; ix < gw; ++ix) {
-                scatter(ty, x_tap(r, xtaps, pw, ix, width), g_sample);
+                scatter(ty, x_tap(r, xtaps, pw, ix), g_sample);
               }
             }
           }
@@ -369,6 +381,9 @@ __global__ void __launch_bounds__(kTransposeTile * 8) transpose_kernel(
 template <typename in_t, typename out_t>
 void transpose(const in_t* in, out_t* out, int64_t batches, int64_t rows, int64_t cols,
                cudaStream_t stream) {
+  if (batches * rows * cols == 0) {
+    return;
+  }
   const dim3 grid((cols + kTransposeTile - 1) / kTransposeTile,
                   (rows + kTransposeTile - 1) / kTransposeTile, batches);
   TORCH_CHECK(grid.y <= 65535 && grid.z <= 65535, "mmops::roi_align: tensor too large to transpose");
@@ -410,55 +425,72 @@ bool current_cuda_stream_is_capturing() {
   return c10::cuda::currentStreamCaptureStatusMayInitCtx() != c10::cuda::CaptureStatus::None;
 }
 
+// Calls launch(vec, max) with the compile-time channel vector width (the wide
+// one when `vectorized`) and pool mode.
+template <typename scalar_t, typename Launch>
+void launch_variant(bool vectorized, bool max_mode, Launch&& launch) {
+  constexpr int kVec = channel_vector<scalar_t>();
+  using Max = std::true_type;
+  using Avg = std::false_type;
+  if (vectorized && max_mode) {
+    launch(std::integral_constant<int, kVec>{}, Max{});
+  } else if (vectorized) {
+    launch(std::integral_constant<int, kVec>{}, Avg{});
+  } else if (max_mode) {
+    launch(std::integral_constant<int, 1>{}, Max{});
+  } else {
+    launch(std::integral_constant<int, 1>{}, Avg{});
+  }
+}
+
 std::tuple<at::Tensor, at::Tensor> roi_align_forward_cuda(
-    const at::Tensor& input_, const at::Tensor& rois_, const RoIAlignParams& params,
+    at::TensorList features_, const at::Tensor& rois_, const RoIAlignParams& params,
     bool with_argmax) {
-  c10::cuda::CUDAGuard device_guard(input_.device());
+  c10::cuda::CUDAGuard device_guard(features_.front().device());
   cudaStream_t stream = c10::cuda::getCurrentCUDAStream();
-  // Channels-last is what the kernel reads; an NCHW input is transposed once.
-  const at::Tensor input = channels_last_input(input_, stream);
+  // Channels-last is what the kernel reads; NCHW maps are transposed once.
+  std::vector<at::Tensor> features;
+  for (const at::Tensor& f : features_) {
+    features.push_back(channels_last_input(f, stream));
+  }
+  const at::Tensor& first = features.front();
   const at::Tensor rois = rois_.contiguous();
-  const int64_t num_rois = rois.size(0), channels = input.size(1);
-  at::Tensor output = at::empty({num_rois, channels, params.pooled_height, params.pooled_width}, input.options());
+  const int64_t num_rois = rois.size(0), channels = first.size(1);
+  at::Tensor output = at::empty({num_rois, channels, params.pooled_height, params.pooled_width}, first.options());
   const bool max_mode = params.pool_mode == PoolMode::Max;
   const bool store_argmax = with_argmax && max_mode;
   at::Tensor argmax = at::empty(store_argmax ? output.sizes() : at::IntArrayRef{0},
-                                input.options().dtype(at::kInt));
+                                first.options().dtype(at::kInt));
   if (output.numel() == 0) {
     return {output, argmax};
   }
-  AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, input.scalar_type(), "mmops::roi_align (CUDA)", [&] {
-    auto launch = [&](auto vec_tag, auto max_tag) {
+  AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, first.scalar_type(), "mmops::roi_align (CUDA)", [&] {
+    LevelTable<const scalar_t> levels{};
+    bool vectorized = true;
+    for (size_t l = 0; l < features.size(); ++l) {
+      levels.data[l] = features[l].const_data_ptr<scalar_t>();
+      levels.height[l] = features[l].size(2);
+      levels.width[l] = features[l].size(3);
+      vectorized = vectorized && vector_width<scalar_t>(features[l], channels) == channel_vector<scalar_t>();
+    }
+    launch_variant<scalar_t>(vectorized, max_mode, [&](auto vec_tag, auto max_tag) {
       constexpr int VEC = decltype(vec_tag)::value;
       constexpr bool kMax = decltype(max_tag)::value;
       const dim3 grid(num_rois, (channels + 32 * VEC - 1) / (32 * VEC));
       forward_kernel<scalar_t, VEC, kMax><<<grid, kThreads, 0, stream>>>(
-          input.const_data_ptr<scalar_t>(), rois.const_data_ptr<scalar_t>(),
-          output.mutable_data_ptr<scalar_t>(), store_argmax ? argmax.mutable_data_ptr<int32_t>() : nullptr,
-          input.size(0), channels, input.size(2), input.size(3), params);
+          levels, rois.const_data_ptr<scalar_t>(), output.mutable_data_ptr<scalar_t>(),
+          store_argmax ? argmax.mutable_data_ptr<int32_t>() : nullptr, first.size(0), channels, params);
       C10_CUDA_KERNEL_LAUNCH_CHECK();
-    };
-    constexpr int kVec = channel_vector<scalar_t>();
-    const bool vectorized = vector_width<scalar_t>(input, channels) == kVec;
-    using Max = std::true_type;
-    using Avg = std::false_type;
-    if (vectorized && max_mode) {
-      launch(std::integral_constant<int, kVec>{}, Max{});
-    } else if (vectorized) {
-      launch(std::integral_constant<int, kVec>{}, Avg{});
-    } else if (max_mode) {
-      launch(std::integral_constant<int, 1>{}, Max{});
-    } else {
-      launch(std::integral_constant<int, 1>{}, Avg{});
-    }
+    });
   });
   return {output, argmax};
 }
 
-at::Tensor roi_align_backward_cuda(
+std::vector<at::Tensor> roi_align_backward_cuda(
     const at::Tensor& grad_output_, const at::Tensor& rois_, const at::Tensor& argmax_,
-    at::IntArrayRef input_shape, const RoIAlignParams& params) {
+    const std::vector<std::vector<int64_t>>& feature_shapes, const RoIAlignParams& params) {
   c10::cuda::CUDAGuard device_guard(grad_output_.device());
+  cudaStream_t stream = c10::cuda::getCurrentCUDAStream();
   const at::Tensor grad_output = grad_output_.contiguous();
   const at::Tensor rois = rois_.contiguous();
   const bool max_mode = params.pool_mode == PoolMode::Max;
@@ -467,70 +499,71 @@ at::Tensor roi_align_backward_cuda(
   const bool deterministic = at::globalContext().deterministicAlgorithms();
   const auto acc_dtype = (dtype == at::kHalf || dtype == at::kBFloat16) ? at::kFloat : dtype;
   const auto options = grad_output.options();
-  const int64_t num_rois = rois.size(0), channels = input_shape[1];
+  const int64_t num_rois = rois.size(0);
+  const int64_t batch = feature_shapes.front()[0], channels = feature_shapes.front()[1];
   const int64_t bins = params.pooled_height * params.pooled_width;
-  at::Tensor grad_input = at::empty(input_shape, options);
-  if (grad_input.numel() == 0) {
-    return grad_input;
-  }
-  if (grad_output.numel() == 0) {
-    return grad_input.zero_();
-  }
-  // Channels-last accumulation buffer ([N, H, W, C] in memory; at::zeros would
+  std::vector<at::Tensor> grads;
+  // Channels-last accumulation buffers ([N, H, W, C] in memory; at::zeros would
   // drop the memory format); deterministic mode sums int64 fixed point.
-  at::Tensor sums = at::empty(input_shape, options.dtype(deterministic ? at::kLong : acc_dtype),
-                              at::MemoryFormat::ChannelsLast).zero_();
+  std::vector<at::Tensor> sums;
+  for (const auto& shape : feature_shapes) {
+    grads.push_back(at::empty(shape, options));
+    sums.push_back(at::empty(shape, options.dtype(deterministic ? at::kLong : acc_dtype),
+                             at::MemoryFormat::ChannelsLast).zero_());
+  }
+  if (grad_output.numel() == 0 || batch * channels == 0) {
+    for (at::Tensor& g : grads) {
+      g.zero_();
+    }
+    return grads;
+  }
   at::Tensor max_abs;
   if (deterministic) {
     max_abs = grad_output.abs().amax().to(at::kFloat);
   }
-  cudaStream_t stream = c10::cuda::getCurrentCUDAStream();
   AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, dtype, "mmops::roi_align backward (CUDA)", [&] {
     using acc_t = at::opmath_type<scalar_t>;
-    auto launch = [&](auto vec_tag, auto max_tag, auto* sum_ptr) {
-      constexpr int VEC = decltype(vec_tag)::value;
-      constexpr bool kMax = decltype(max_tag)::value;
-      using sum_t = std::remove_pointer_t<decltype(sum_ptr)>;
-      const dim3 grid(num_rois, (channels + 32 * VEC - 1) / (32 * VEC));
-      backward_kernel<scalar_t, sum_t, VEC, kMax><<<grid, kThreads, 0, stream>>>(
-          grad_output.const_data_ptr<scalar_t>(), rois.const_data_ptr<scalar_t>(),
-          kMax ? argmax.const_data_ptr<int32_t>() : nullptr, sum_ptr,
-          deterministic ? max_abs.const_data_ptr<float>() : nullptr, input_shape[0], channels,
-          input_shape[2], input_shape[3], params);
-      C10_CUDA_KERNEL_LAUNCH_CHECK();
-    };
-    auto launch_for_sum = [&](auto* sum_ptr) {
-      // Vectors of 2 channels need even channel counts; the buffer is fresh, so aligned.
-      constexpr int kVec = channel_vector<scalar_t>();
-      const bool vectorized = channels % kVec == 0;
-      using Max = std::true_type;
-      using Avg = std::false_type;
-      if (vectorized && max_mode) {
-        launch(std::integral_constant<int, kVec>{}, Max{}, sum_ptr);
-      } else if (vectorized) {
-        launch(std::integral_constant<int, kVec>{}, Avg{}, sum_ptr);
-      } else if (max_mode) {
-        launch(std::integral_constant<int, 1>{}, Max{}, sum_ptr);
-      } else {
-        launch(std::integral_constant<int, 1>{}, Avg{}, sum_ptr);
+    auto scatter_into = [&](auto sum_tag) {
+      using sum_t = typename decltype(sum_tag)::type;
+      LevelTable<sum_t> levels{};
+      for (size_t l = 0; l < sums.size(); ++l) {
+        levels.data[l] = sums[l].mutable_data_ptr<sum_t>();
+        levels.height[l] = sums[l].size(2);
+        levels.width[l] = sums[l].size(3);
       }
+      // Vectors of 2 channels need even channel counts; the buffers are fresh, so aligned.
+      const bool vectorized = channels % channel_vector<scalar_t>() == 0;
+      launch_variant<scalar_t>(vectorized, max_mode, [&](auto vec_tag, auto max_tag) {
+        constexpr int VEC = decltype(vec_tag)::value;
+        constexpr bool kMax = decltype(max_tag)::value;
+        const dim3 grid(num_rois, (channels + 32 * VEC - 1) / (32 * VEC));
+        backward_kernel<scalar_t, sum_t, VEC, kMax><<<grid, kThreads, 0, stream>>>(
+            grad_output.const_data_ptr<scalar_t>(), rois.const_data_ptr<scalar_t>(),
+            kMax ? argmax.const_data_ptr<int32_t>() : nullptr, levels,
+            deterministic ? max_abs.const_data_ptr<float>() : nullptr, batch, channels, params);
+        C10_CUDA_KERNEL_LAUNCH_CHECK();
+      });
     };
     if (deterministic) {
-      launch_for_sum(sums.mutable_data_ptr<int64_t>());
-      at::Tensor values = at::empty(input_shape, options.dtype(acc_dtype), at::MemoryFormat::ChannelsLast);
-      fixed_point_to_value_kernel<acc_t><<<blocks_for(values.numel()), kThreads, 0, stream>>>(
-          sums.const_data_ptr<int64_t>(), values.mutable_data_ptr<acc_t>(), values.numel(),
-          max_abs.const_data_ptr<float>(), static_cast<double>(num_rois) * bins);
-      C10_CUDA_KERNEL_LAUNCH_CHECK();
-      sums = values;
+      scatter_into(std::type_identity<int64_t>{});
+      for (at::Tensor& sum : sums) {
+        at::Tensor values = at::empty(sum.sizes(), options.dtype(acc_dtype), at::MemoryFormat::ChannelsLast);
+        fixed_point_to_value_kernel<acc_t><<<blocks_for(values.numel()), kThreads, 0, stream>>>(
+            sum.const_data_ptr<int64_t>(), values.mutable_data_ptr<acc_t>(), values.numel(),
+            max_abs.const_data_ptr<float>(), static_cast<double>(num_rois) * bins);
+        C10_CUDA_KERNEL_LAUNCH_CHECK();
+        sum = values;
+      }
     } else {
-      launch_for_sum(sums.mutable_data_ptr<acc_t>());
+      scatter_into(std::type_identity<acc_t>{});
     }
-    // One pass converts the layout (channels-last -> NCHW) and the dtype.
-    transpose(sums.const_data_ptr<acc_t>(), grad_input.mutable_data_ptr<scalar_t>(), input_shape[0],
-              input_shape[2] * input_shape[3], channels, stream);
+    // One pass per map converts the layout (channels-last -> NCHW) and the dtype.
+    for (size_t l = 0; l < sums.size(); ++l) {
+      transpose(sums[l].const_data_ptr<acc_t>(), grads[l].mutable_data_ptr<scalar_t>(), batch,
+                sums[l].size(2) * sums[l].size(3), channels, stream);
+    }
   });
-  return grad_input;
+  return grads;
 }
 
 } // namespace kernels

@@ -1,44 +1,52 @@
 #pragma once
-// Device kernels of roi_align. Callers (src/roi_align) validate the arguments
-// first; these functions only compute.
+// Device kernels of roi_align and multi_level_roi_align. Callers
+// (src/roi_align) validate the arguments first; these functions only compute.
+// roi_align is the one-level case: every roi pools from features[0].
 
 #include <ATen/core/Tensor.h>
 
 #include <cstdint>
 #include <tuple>
+#include <vector>
 
 namespace mmops {
 
 enum class PoolMode { Avg, Max };
 
+constexpr int kMaxLevels = 8;
+
+// Plain data, passed by value to the CUDA kernels.
 struct RoIAlignParams {
   int64_t pooled_height;
   int64_t pooled_width;
-  double spatial_scale;
   int64_t sampling_ratio;
   PoolMode pool_mode;
   bool aligned;
+  int num_levels;                    // feature maps; each roi pools from one
+  double spatial_scale[kMaxLevels];  // of each feature map
+  double finest_scale;               // level mapping (see roi_level); unused for one level
 };
 
 namespace kernels {
 
 // Returns (output [K, C, PH, PW], argmax). argmax holds, in max mode and when
 // `with_argmax`, the winning sample index of each output (int32, -1 for none);
-// otherwise it is an empty int32 tensor.
+// otherwise it is an empty int32 tensor. All features share N, C and dtype.
 std::tuple<at::Tensor, at::Tensor> roi_align_forward_cpu(
-    const at::Tensor& input, const at::Tensor& rois, const RoIAlignParams& params, bool with_argmax);
+    at::TensorList features, const at::Tensor& rois, const RoIAlignParams& params, bool with_argmax);
 
-at::Tensor roi_align_backward_cpu(
+// One gradient per feature map, NCHW; feature_shapes[l] = [N, C, H_l, W_l].
+std::vector<at::Tensor> roi_align_backward_cpu(
     const at::Tensor& grad_output, const at::Tensor& rois, const at::Tensor& argmax,
-    at::IntArrayRef input_shape, const RoIAlignParams& params);
+    const std::vector<std::vector<int64_t>>& feature_shapes, const RoIAlignParams& params);
 
 #ifdef MMOPS_WITH_CUDA
 std::tuple<at::Tensor, at::Tensor> roi_align_forward_cuda(
-    const at::Tensor& input, const at::Tensor& rois, const RoIAlignParams& params, bool with_argmax);
+    at::TensorList features, const at::Tensor& rois, const RoIAlignParams& params, bool with_argmax);
 
-at::Tensor roi_align_backward_cuda(
+std::vector<at::Tensor> roi_align_backward_cuda(
     const at::Tensor& grad_output, const at::Tensor& rois, const at::Tensor& argmax,
-    at::IntArrayRef input_shape, const RoIAlignParams& params);
+    const std::vector<std::vector<int64_t>>& feature_shapes, const RoIAlignParams& params);
 
 // True while the current CUDA stream is capturing a graph (no sync allowed).
 bool current_cuda_stream_is_capturing();

@@ -96,6 +96,47 @@ C10_HOST_DEVICE inline RoiBox<T> make_roi_box(
   return box;
 }
 
+// mmdet's FPN level of a roi: floor(log2(sqrt(w * h) / finest_scale + 1e-6)),
+// clamped to [0, num_levels); level 0 for a box without a finite positive area.
+template <typename T>
+C10_HOST_DEVICE inline int roi_level(T x1, T y1, T x2, T y2, T finest_scale, int num_levels) {
+  if (num_levels <= 1) {
+    return 0;
+  }
+#ifdef __CUDA_ARCH__
+  const T level = floor(log2(sqrt((x2 - x1) * (y2 - y1)) / finest_scale + T(1e-6)));
+#else
+  const T level = std::floor(std::log2(std::sqrt((x2 - x1) * (y2 - y1)) / finest_scale + T(1e-6)));
+#endif
+  if (!(level > T(0))) {
+    return 0;  // also NaN
+  }
+  return level < T(num_levels - 1) ? static_cast<int>(level) : num_levels - 1;
+}
+
+// Where one roi pools from: its feature map (level), image (batch, -1 when the
+// roi pools zeros: bad batch index or non-finite box) and box on that map.
+template <typename T>
+struct RoiSource {
+  int level;
+  int64_t batch;
+  RoiBox<T> box;
+};
+
+// roi = (batch_index, x1, y1, x2, y2) in image coordinates.
+template <typename T>
+C10_HOST_DEVICE inline RoiSource<T> locate_roi(
+    T batch_value, T x1, T y1, T x2, T y2, int64_t batch_size, const double* spatial_scales,
+    int num_levels, double finest_scale, bool aligned, int64_t pooled_h, int64_t pooled_w,
+    int64_t sampling_ratio) {
+  RoiSource<T> s;
+  s.level = roi_level(x1, y1, x2, y2, static_cast<T>(finest_scale), num_levels);
+  s.box = make_roi_box(x1, y1, x2, y2, static_cast<T>(spatial_scales[s.level]), aligned,
+                       pooled_h, pooled_w, sampling_ratio);
+  s.batch = s.box.valid ? batch_index(batch_value, batch_size) : -1;
+  return s;
+}
+
 // Coordinate of sample `i` (of `grid`) in bin `p` along one axis.
 template <typename T>
 C10_HOST_DEVICE inline T sample_coord(T start, T bin_size, int64_t p, int i, int grid) {

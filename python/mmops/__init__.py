@@ -13,8 +13,8 @@ from ._loader import load_library
 
 library_path = load_library()
 
-from .ops import roi_align  # noqa: E402
-from .modules import RoIAlign  # noqa: E402
+from .ops import multi_level_roi_align, roi_align  # noqa: E402
+from .modules import MultiLevelRoIAlign, RoIAlign  # noqa: E402
 
 
 def set_strict_index_check(enabled: bool) -> None:
@@ -27,4 +27,4 @@ def strict_index_check() -> bool:
     return bool(torch.ops.mmops._strict_index_check())
 
 
-__all__ = ["__version__", "roi_align", "RoIAlign", "set_strict_index_check", "strict_index_check", "library_path"]
+__all__ = ["__version__", "roi_align", "RoIAlign", "multi_level_roi_align", "MultiLevelRoIAlign", "set_strict_index_check", "strict_index_check", "library_path"]

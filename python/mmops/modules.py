@@ -43,3 +43,44 @@ class RoIAlign(nn.Module):
             f"output_size={tuple(self.output_size)}, spatial_scale={self.spatial_scale}, "
             f"sampling_ratio={self.sampling_ratio}, pool_mode={self.pool_mode!r}, aligned={self.aligned}"
         )
+
+
+class MultiLevelRoIAlign(nn.Module):
+    """FPN RoI feature extraction in one op, like mmdet's SingleRoIExtractor with RoIAlign.
+
+    forward(feats: list of L maps [N, C, H_l, W_l], rois [K, 5]) -> [K, C, out_h, out_w].
+    featmap_strides gives each map's stride (spatial scale 1 / stride).
+    """
+
+    def __init__(
+        self,
+        output_size: Union[int, Tuple[int, int], List[int]],
+        featmap_strides: List[int],
+        sampling_ratio: int = 0,
+        pool_mode: str = "avg",
+        aligned: bool = True,
+        finest_scale: int = 56,
+    ) -> None:
+        super().__init__()
+        if pool_mode not in ("avg", "max"):
+            raise ValueError(f"MultiLevelRoIAlign: pool_mode must be 'avg' or 'max', got {pool_mode!r}")
+        self.output_size: List[int] = _pair(output_size)
+        self.featmap_strides: List[int] = [int(s) for s in featmap_strides]
+        self.spatial_scales: List[float] = [1.0 / s for s in self.featmap_strides]
+        self.sampling_ratio = int(sampling_ratio)
+        self.pool_mode = pool_mode
+        self.aligned = bool(aligned)
+        self.finest_scale = int(finest_scale)
+
+    def forward(self, feats: List[Tensor], rois: Tensor) -> Tensor:
+        return torch.ops.mmops.multi_level_roi_align(
+            feats, rois, self.output_size, self.spatial_scales, self.sampling_ratio,
+            self.pool_mode, self.aligned, self.finest_scale
+        )
+
+    def extra_repr(self) -> str:
+        return (
+            f"output_size={tuple(self.output_size)}, featmap_strides={self.featmap_strides}, "
+            f"sampling_ratio={self.sampling_ratio}, pool_mode={self.pool_mode!r}, "
+            f"aligned={self.aligned}, finest_scale={self.finest_scale}"
+        )

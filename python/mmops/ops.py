@@ -51,3 +51,25 @@ def roi_align(
         input, boxes_to_rois(boxes), _pair(output_size), float(spatial_scale), int(sampling_ratio),
         pool_mode, bool(aligned)
     )
+
+
+def multi_level_roi_align(
+    features: List[Tensor],
+    boxes: Union[Tensor, List[Tensor]],
+    output_size: Union[int, Tuple[int, int], List[int]],
+    spatial_scales: List[float],
+    sampling_ratio: int = 0,
+    pool_mode: str = "avg",
+    aligned: bool = True,
+    finest_scale: int = 56,
+) -> Tensor:
+    """FPN RoIAlign in one launch (see README).
+
+    Each roi goes to level floor(log2(sqrt(w * h) / finest_scale + 1e-6)),
+    clamped to the levels given (mmdet's rule), and is pooled from that map.
+    features: L maps [N, C, H_l, W_l]; spatial_scales: one per map.
+    """
+    return torch.ops.mmops.multi_level_roi_align(
+        features, boxes_to_rois(boxes), _pair(output_size), [float(s) for s in spatial_scales],
+        int(sampling_ratio), pool_mode, bool(aligned), int(finest_scale)
+    )

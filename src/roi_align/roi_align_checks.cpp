@@ -1,0 +1,168 @@
+// Argument validation shared by roi_align and multi_level_roi_align, on every
+// backend (the meta kernels run it too, so fake tensors raise the same errors).
+
+#include "roi_align/roi_align_ops.h"
+
+#include <mmops/config.h>
+
+#include <ATen/ops/select.h>
+#include <c10/core/SymInt.h>
+
+#include <cmath>
+#include <sstream>
+#include <string>
+
+namespace mmops {
+namespace detail {
+namespace {
+
+std::string shape_of(const at::Tensor& t) {
+  std::ostringstream s;
+  s << t.sym_sizes();
+  return s.str();
+}
+
+PoolMode parse_pool_mode(const char* op, c10::string_view pool_mode) {
+  if (pool_mode == "avg") {
+    return PoolMode::Avg;
+  }
+  if (pool_mode == "max") {
+    return PoolMode::Max;
+  }
+  TORCH_CHECK(false, op, "pool_mode must be \"avg\" or \"max\", but got \"", std::string(pool_mode), "\"");
+}
+
+// rois, scales, sampling ratio, pool mode: what forward and backward share.
+RoIAlignParams check_common(const char* op, const at::Tensor& rois, c10::ArrayRef<double> spatial_scales,
+                            int64_t sampling_ratio, c10::string_view pool_mode, bool aligned,
+                            int64_t finest_scale) {
+  TORCH_CHECK(rois.dim() == 2 && rois.sym_size(1) == 5, op,
+              "expected rois to be a 2-D tensor of shape [K, 5] (batch_index, x1, y1, x2, y2), but got shape ",
+              shape_of(rois));
+  TORCH_CHECK(at::isFloatingType(rois.scalar_type()), op,
+              "expected rois to have a floating point dtype, but got ", rois.scalar_type());
+  TORCH_CHECK(!spatial_scales.empty() && spatial_scales.size() <= static_cast<size_t>(kMaxLevels), op,
+              "expected 1 to ", kMaxLevels, " feature maps, but got ", spatial_scales.size());
+  for (size_t l = 0; l < spatial_scales.size(); ++l) {
+    TORCH_CHECK(std::isfinite(spatial_scales[l]) && spatial_scales[l] > 0, op,
+                spatial_scales.size() == 1 ? std::string("spatial_scale") : "spatial_scales[" + std::to_string(l) + "]",
+                " must be a positive finite number, but got ", spatial_scales[l]);
+  }
+  TORCH_CHECK(sampling_ratio >= 0, op,
+              "sampling_ratio must be >= 0 (0 means adaptive), but got ", sampling_ratio);
+  TORCH_CHECK(finest_scale > 0, op, "finest_scale must be positive, but got ", finest_scale);
+  RoIAlignParams p{};
+  p.sampling_ratio = sampling_ratio;
+  p.pool_mode = parse_pool_mode(op, pool_mode);
+  p.aligned = aligned;
+  p.num_levels = static_cast<int>(spatial_scales.size());
+  for (size_t l = 0; l < spatial_scales.size(); ++l) {
+    p.spatial_scale[l] = spatial_scales[l];
+  }
+  p.finest_scale = static_cast<double>(finest_scale);
+  return p;
+}
+
+} // namespace
+
+RoIAlignParams check_forward(const char* op, at::TensorList features, bool single,
+                             const at::Tensor& rois, c10::SymIntArrayRef output_size,
+                             c10::ArrayRef<double> spatial_scales, int64_t sampling_ratio,
+                             c10::string_view pool_mode, bool aligned, int64_t finest_scale) {
+  TORCH_CHECK(!features.empty(), op, "expected at least one feature map, but features is empty");
+  TORCH_CHECK(features.size() == spatial_scales.size(), op, "expected one spatial scale per feature map (",
+              features.size(), "), but got ", spatial_scales.size());
+  const at::Tensor& first = features.front();
+  for (size_t l = 0; l < features.size(); ++l) {
+    const at::Tensor& f = features[l];
+    const std::string name = single ? std::string("input") : "features[" + std::to_string(l) + "]";
+    TORCH_CHECK(f.dim() == 4, op, "expected ", name, " to be a 4-D tensor [N, C, H, W], but got a ",
+                f.dim(), "-D tensor of shape ", shape_of(f));
+    TORCH_CHECK(at::isFloatingType(f.scalar_type()), op, "expected ", name,
+                " to have a floating point dtype, but got ", f.scalar_type());
+    TORCH_CHECK(f.scalar_type() == first.scalar_type() && f.device() == first.device(), op,
+                "expected ", name, " to have the dtype and device of features[0] (", first.scalar_type(),
+                ", ", first.device(), "), but got ", f.scalar_type(), ", ", f.device());
+    TORCH_SYM_CHECK(f.sym_size(0).sym_eq(first.sym_size(0)).sym_and(f.sym_size(1).sym_eq(first.sym_size(1))), op,
+                    "expected ", name, " to have the batch size and channels of features[0] (",
+                    shape_of(first), "), but got ", shape_of(f));
+  }
+  RoIAlignParams p = check_common(op, rois, spatial_scales, sampling_ratio, pool_mode, aligned, finest_scale);
+  const std::string first_name = single ? "input" : "features";
+  TORCH_CHECK(rois.scalar_type() == first.scalar_type(), op, "expected rois to have the dtype of ",
+              first_name, " (", first.scalar_type(), "), but got ", rois.scalar_type());
+  TORCH_CHECK(rois.device() == first.device(), op, "expected rois on the device of ", first_name,
+              " (", first.device(), "), but got ", rois.device());
+  TORCH_CHECK(output_size.size() == 2, op,
+              "expected output_size to hold 2 values (out_h, out_w), but got ", output_size.size());
+  for (size_t i = 0; i < 2; ++i) {
+    TORCH_SYM_CHECK(output_size[i].sym_gt(0), op, "output_size values must be positive, but got ", output_size);
+  }
+  p.pooled_height = output_size[0].maybe_as_int().value_or(-1);
+  p.pooled_width = output_size[1].maybe_as_int().value_or(-1);
+  return p;
+}
+
+RoIAlignParams check_backward(const char* op, const at::Tensor& grad_output, const at::Tensor& rois,
+                              const at::Tensor& argmax, const c10::SymInt& channels,
+                              c10::ArrayRef<double> spatial_scales, int64_t sampling_ratio,
+                              c10::string_view pool_mode, bool aligned, int64_t finest_scale) {
+  RoIAlignParams p = check_common(op, rois, spatial_scales, sampling_ratio, pool_mode, aligned, finest_scale);
+  TORCH_CHECK(grad_output.dim() == 4, op,
+              "expected grad_output to be a 4-D tensor [K, C, out_h, out_w], but got shape ",
+              shape_of(grad_output));
+  TORCH_CHECK(rois.scalar_type() == grad_output.scalar_type(), op,
+              "expected grad_output and rois to share one floating dtype, but got ",
+              grad_output.scalar_type(), " and ", rois.scalar_type());
+  TORCH_CHECK(rois.device() == grad_output.device(), op, "expected rois on the device of grad_output (",
+              grad_output.device(), "), but got ", rois.device());
+  TORCH_SYM_CHECK(grad_output.sym_size(0).sym_eq(rois.sym_size(0)), op,
+                  "grad_output has ", grad_output.sym_size(0), " rows but rois has ", rois.sym_size(0));
+  TORCH_SYM_CHECK(grad_output.sym_size(1).sym_eq(channels), op,
+                  "grad_output has ", grad_output.sym_size(1), " channels but the features have ", channels);
+  if (p.pool_mode == PoolMode::Max) {
+    TORCH_CHECK(argmax.scalar_type() == at::kInt && argmax.device() == grad_output.device(), op,
+                "expected argmax to be an int32 tensor on ", grad_output.device(), ", but got ",
+                argmax.scalar_type(), " on ", argmax.device());
+    TORCH_CHECK(argmax.sym_sizes() == grad_output.sym_sizes(), op,
+                "expected argmax of shape ", shape_of(grad_output), ", but got ", shape_of(argmax));
+  }
+  p.pooled_height = grad_output.sym_size(2).maybe_as_int().value_or(-1);
+  p.pooled_width = grad_output.sym_size(3).maybe_as_int().value_or(-1);
+  return p;
+}
+
+void check_batch_indices_if_needed(const char* op, const at::Tensor& rois, int64_t batch) {
+  bool needed = strict_index_check();
+  if (rois.is_cpu()) {
+    needed = true;
+  }
+#ifdef MMOPS_WITH_CUDA
+  if (rois.is_cuda() && kernels::current_cuda_stream_is_capturing()) {
+    needed = false;  // no synchronisation while a graph is captured
+  }
+#endif
+  if (!needed || rois.size(0) == 0) {
+    return;
+  }
+  // The batch index lives in tensor data: reading it is a device-to-host copy
+  // for CUDA tensors, hence only in strict mode there.
+  const at::Tensor index = rois.select(1, 0).to(at::kCPU, at::kDouble).contiguous();
+  const double* values = index.const_data_ptr<double>();
+  for (int64_t k = 0; k < index.numel(); ++k) {
+    TORCH_CHECK(values[k] >= 0 && values[k] < static_cast<double>(batch), op,
+                "the batch index rois[:, 0] must lie in [0, N) with N = input.size(0) = ", batch,
+                ", but rois[", k, ", 0] = ", values[k]);
+  }
+}
+
+std::vector<int64_t> concrete(c10::SymIntArrayRef sizes) {
+  std::vector<int64_t> out;
+  for (const c10::SymInt& s : sizes) {
+    out.push_back(s.guard_int(__FILE__, __LINE__));
+  }
+  return out;
+}
+
+} // namespace detail
+} // namespace mmops
