@@ -11,6 +11,14 @@ output against torchvision's. Then forward and forward+backward are timed
   CPU:  time.perf_counter around each iteration after warm-up, median,
         torch.get_num_threads() threads; smaller shapes, float32 only.
 
+The "multi_level" case is FPN RoI feature extraction (4 maps, strides 4 to 32):
+mmops.multi_level_roi_align in one call against what mmdet's SingleRoIExtractor
+and torchvision's MultiScaleRoIAlign do, a Python loop over the levels that
+calls torchvision.ops.roi_align on each level's rois (level from mmdet's rule,
+floor(log2(sqrt(w * h) / 56 + 1e-6)) clamped to the levels) and scatters the
+results into the output by index. Its backward is w.r.t. every map, and its
+float64 reference is the same per-level loop over the reference below.
+
 ratio = torchvision ms / mmops ms (> 1 means mmops is faster). torchvision has
 no max pooling RoIAlign, so pool mode "max" rows time mmops only ("n/a"), as
 do dtypes torchvision has no kernel for, and every row when torchvision is not
@@ -18,7 +26,7 @@ installed.
 
 Usage:
   PYTHONPATH=python python benchmarks/bench_roi_align.py [--device cpu|cuda]
-      [--iters N] [--warmup N] [--cases box,mask] [--dtypes fp32,fp16]
+      [--iters N] [--warmup N] [--cases box,mask,multi_level] [--dtypes fp32,fp16]
       [--layouts contiguous,channels_last] [--modes avg,max] [--quick]
 
 The exit code is 1 when a correctness check fails or mmops raises, else 0
@@ -28,6 +36,7 @@ The exit code is 1 when a correctness check fails or mmops raises, else 0
 from __future__ import annotations
 
 import argparse
+import math
 import statistics
 import sys
 import time
@@ -49,11 +58,14 @@ except ImportError:  # pragma: no cover - depends on the machine
 @dataclass(frozen=True)
 class Case:
     name: str
-    shape: tuple  # N, C, H, W of the feature map
+    shape: tuple  # N, C, H, W of the feature map (multi-level: of the finest map)
     spatial_scale: float
     num_rois: int
     output_size: int
     sampling_ratio: int
+    # Multi-level (FPN) cases: the maps' strides; map l is [N, C, ceil(H * s_0 / s_l),
+    # ceil(W * s_0 / s_l)] and spatial_scale is 1 / strides[0].
+    strides: tuple = ()
 
 
 CUDA_CASES = [
@@ -61,11 +73,17 @@ CUDA_CASES = [
     Case("mask", (2, 256, 200, 336), 1 / 4, 512, 14, 2),
     Case("adaptive", (2, 256, 100, 168), 1 / 8, 1024, 7, 0),
     Case("many_rois", (8, 256, 64, 64), 1 / 16, 8192, 7, 2),
+    Case("multi_level", (2, 256, 200, 336), 1 / 4, 1000, 7, 2, strides=(4, 8, 16, 32)),
 ]
 CPU_CASES = [
     Case("box", (1, 64, 100, 168), 1 / 4, 256, 7, 2),
     Case("adaptive", (1, 64, 50, 84), 1 / 8, 256, 7, 0),
+    Case("multi_level", (1, 32, 200, 336), 1 / 4, 256, 7, 2, strides=(4, 8, 16, 32)),
 ]
+# mmdet's SingleRoIExtractor default: level = floor(log2(sqrt(w * h) / 56 + 1e-6))
+FINEST_SCALE = 56
+# Box sides of the multi-level cases: log-uniform in [16, 600] px, so every level gets rois
+MULTI_LEVEL_SIDES = (16.0, 600.0)
 
 DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
 LAYOUTS = {"contiguous": torch.contiguous_format, "channels_last": torch.channels_last}
@@ -91,6 +109,41 @@ def make_inputs(case: Case, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
     x2 = torch.clamp(x1 + torch.rand(k, generator=gen) * img_w / 2, max=img_w)
     y2 = torch.clamp(y1 + torch.rand(k, generator=gen) * img_h / 2, max=img_h)
     return features, torch.stack([batch_idx, x1, y1, x2, y2], dim=1)
+
+
+def level_shapes(case: Case) -> list[tuple]:
+    """[N, C, H_l, W_l] of each map of a multi-level case (sizes rounded up)."""
+    n, c, h, w = case.shape
+    return [(n, c, -(-h * case.strides[0] // s), -(-w * case.strides[0] // s)) for s in case.strides]
+
+
+def make_multi_level_inputs(case: Case, seed: int = 0) -> tuple[list[torch.Tensor], torch.Tensor]:
+    """float32 CPU maps and rois of a multi-level case: boxes in the (H / scale) x
+    (W / scale) image with width and height log-uniform in MULTI_LEVEL_SIDES
+    (clipped to the image)."""
+    gen = torch.Generator().manual_seed(seed)
+    n, _, h, w = case.shape
+    img_h, img_w = h / case.spatial_scale, w / case.spatial_scale
+    k = case.num_rois
+    features = [torch.randn(shape, generator=gen) for shape in level_shapes(case)]
+    batch_idx = torch.randint(0, n, (k,), generator=gen).float()
+    lo, hi = math.log(MULTI_LEVEL_SIDES[0]), math.log(MULTI_LEVEL_SIDES[1])
+    bw = torch.exp(lo + torch.rand(k, generator=gen) * (hi - lo))
+    bh = torch.exp(lo + torch.rand(k, generator=gen) * (hi - lo))
+    x1 = torch.rand(k, generator=gen) * (img_w - bw).clamp(min=0)
+    y1 = torch.rand(k, generator=gen) * (img_h - bh).clamp(min=0)
+    x2 = torch.clamp(x1 + bw, max=img_w)
+    y2 = torch.clamp(y1 + bh, max=img_h)
+    return features, torch.stack([batch_idx, x1, y1, x2, y2], dim=1)
+
+
+def map_roi_levels(rois: torch.Tensor, num_levels: int, finest_scale: int = FINEST_SCALE) -> torch.Tensor:
+    """mmdet's SingleRoIExtractor.map_roi_levels (int64 [K]). 16-bit rois are
+    mapped in float32 (as mmops does): w * h overflows float16."""
+    r = rois if rois.dtype == torch.float64 else rois.float()
+    scale = torch.sqrt((r[:, 3] - r[:, 1]) * (r[:, 4] - r[:, 2]))
+    levels = torch.floor(torch.log2(scale / finest_scale + 1e-6))
+    return levels.clamp(min=0, max=num_levels - 1).long()
 
 
 def _axis_samples(start, roi_len, bins: int, grid: int, size: int):
@@ -166,6 +219,34 @@ def reference_with_grad(x, rois, grad_out, output_size, spatial_scale, sampling_
     return out, grad.view(n, h, w, c).permute(0, 3, 1, 2)
 
 
+def multi_level_reference_with_grad(feats, rois, grad_out, output_size, spatial_scales, sampling_ratio,
+                                    pool_mode, aligned=True):
+    """The per-level loop over reference_with_grad, float64: returns (output
+    [K, C, oh, ow], one input gradient per map). Levels from the float64 rois."""
+    levels = map_roi_levels(rois.double(), len(feats))
+    out = torch.zeros((rois.shape[0], feats[0].shape[1]) + tuple(output_size), dtype=torch.float64,
+                      device=rois.device)
+    grads = []
+    for lvl, (x, scale) in enumerate(zip(feats, spatial_scales)):
+        idx = torch.where(levels == lvl)[0]
+        out_l, grad_l = reference_with_grad(x, rois[idx], grad_out[idx], output_size, scale,
+                                            sampling_ratio, pool_mode, aligned)
+        out[idx] = out_l
+        grads.append(grad_l)
+    return out, grads
+
+
+def tv_multi_level_roi_align(feats, rois, output_size, spatial_scales, sampling_ratio, aligned=True):
+    """The baseline: mmdet's SingleRoIExtractor / torchvision's _multiscale_roi_align,
+    one torchvision.ops.roi_align per level, scattered back by index."""
+    levels = map_roi_levels(rois, len(feats))
+    result = feats[0].new_zeros((rois.shape[0], feats[0].shape[1]) + tuple(output_size))
+    for lvl, (x, scale) in enumerate(zip(feats, spatial_scales)):
+        idx = torch.where(levels == lvl)[0]
+        result[idx] = tv_roi_align(x, rois[idx], output_size, scale, sampling_ratio, aligned=aligned)
+    return result
+
+
 class Timer:
     def __init__(self, device: torch.device, iters: int, warmup: int) -> None:
         self.device, self.iters, self.warmup = device, iters, warmup
@@ -212,7 +293,18 @@ class Row:
     mm_fwd: Optional[float] = None
     tv_fb: Optional[float] = None
     mm_fb: Optional[float] = None
+    mm_det_fb: Optional[float] = None  # with torch.use_deterministic_algorithms(True)
     check: str = ""
+
+
+def deterministic_timing(timer, fn) -> float:
+    """timer(fn) with deterministic algorithms on (mmops then sums in fixed point)."""
+    before = torch.are_deterministic_algorithms_enabled()
+    torch.use_deterministic_algorithms(True)
+    try:
+        return timer(fn)
+    finally:
+        torch.use_deterministic_algorithms(before)
 
 
 def check_against_reference(out, grad, ref_out, ref_grad, mode, dtype) -> tuple[str, Optional[str]]:
@@ -284,12 +376,80 @@ def bench_config(case, dtype_name, layout_name, modes, device, timer, problems) 
         with torch.no_grad():
             row.mm_fwd = timer(lambda: mm(x, mode))
         row.mm_fb = timer(lambda: torch.autograd.grad(mm(x_req, mode), x_req, grad_out))
+        row.mm_det_fb = deterministic_timing(timer, lambda: torch.autograd.grad(mm(x_req, mode), x_req, grad_out))
         if mode == "avg" and tv_roi_align is not None:
             try:
                 with torch.no_grad():
                     tv(x)  # torchvision lacks some dtype kernels (bf16 on some versions)
                 row.tv_fwd = timer(lambda: tv(x))
                 row.tv_fb = timer(lambda: torch.autograd.grad(tv(x_req), x_req, grad_out))
+            except (RuntimeError, NotImplementedError):
+                pass
+    return rows
+
+
+def bench_multi_level_config(case, dtype_name, layout_name, modes, device, timer, problems) -> list[Row]:
+    """bench_config for a multi-level case: mmops.multi_level_roi_align against the
+    per-level torchvision loop; gradients w.r.t. every map."""
+    dtype = DTYPES[dtype_name]
+    features, rois = make_multi_level_inputs(case)
+    fmt = LAYOUTS[layout_name]
+    xs = [f.to(device=device, dtype=dtype).contiguous(memory_format=fmt) for f in features]
+    boxes = rois.to(device=device, dtype=dtype)
+    out_hw = (case.output_size, case.output_size)
+    scales = [1.0 / s for s in case.strides]
+    gen = torch.Generator().manual_seed(1)
+    grad_out = torch.randn((case.num_rois, case.shape[1]) + out_hw, generator=gen).to(device, dtype)
+    xs_req = [x.detach().clone(memory_format=fmt).requires_grad_(True) for x in xs]
+    label = f"{case.name}/{dtype_name}/{layout_name}"
+
+    def mm(inputs, mode):
+        return torch.ops.mmops.multi_level_roi_align(inputs, boxes, list(out_hw), scales, case.sampling_ratio,
+                                                     mode, True, FINEST_SCALE)
+
+    def tv(inputs):
+        return tv_multi_level_roi_align(inputs, boxes, out_hw, scales, case.sampling_ratio, aligned=True)
+
+    def flat(tensors):
+        return torch.cat([t.reshape(-1) for t in tensors])
+
+    rows = []
+    for mode in modes:
+        row = Row(case.name, dtype_name, layout_name, mode)
+        rows.append(row)
+
+        # --- correctness, once per configuration (see bench_config) ----------
+        try:
+            out = mm(xs_req, mode)
+            grads = torch.autograd.grad(out, xs_req, grad_out)
+        except Exception as exc:  # report, and go on with the other rows
+            row.check = "ERROR"
+            problems.append(f"{label}/{mode}: mmops raised {type(exc).__name__}: {exc}")
+            continue
+        ref_out, ref_grads = multi_level_reference_with_grad(xs, boxes, grad_out, out_hw, scales,
+                                                             case.sampling_ratio, mode)
+        row.check, problem = check_against_reference(out, flat(grads), ref_out, flat(ref_grads), mode, dtype)
+        if problem:
+            problems.append(f"{label}/{mode}: mmops vs float64 reference: {problem}")
+        if mode == "avg" and dtype == torch.float32 and tv_roi_align is not None:
+            with torch.no_grad():
+                _, tv_rel = rel_max_diff(tv(xs), out)
+            if tv_rel > TOLERANCE[dtype][0]:
+                row.check += " !"
+                problems.append(f"{label}/avg: mmops and the torchvision loop differ (rel {tv_rel:.2e})")
+        del out, grads, ref_out, ref_grads
+
+        # --- timing --------------------------------------------------------
+        with torch.no_grad():
+            row.mm_fwd = timer(lambda: mm(xs, mode))
+        row.mm_fb = timer(lambda: torch.autograd.grad(mm(xs_req, mode), xs_req, grad_out))
+        row.mm_det_fb = deterministic_timing(timer, lambda: torch.autograd.grad(mm(xs_req, mode), xs_req, grad_out))
+        if mode == "avg" and tv_roi_align is not None:
+            try:
+                with torch.no_grad():
+                    tv(xs)  # torchvision lacks some dtype kernels (bf16 on some versions)
+                row.tv_fwd = timer(lambda: tv(xs))
+                row.tv_fb = timer(lambda: torch.autograd.grad(tv(xs_req), xs_req, grad_out, allow_unused=True))
             except (RuntimeError, NotImplementedError):
                 pass
     return rows
@@ -306,11 +466,13 @@ def fmt_ratio(tv: Optional[float], mm: Optional[float]) -> str:
 def print_table(rows: list[Row]) -> None:
     header = ["case", "dtype", "layout", "mode",
               "torchvision fwd ms", "mmops fwd ms", "ratio",
-              "torchvision fwd+bwd ms", "mmops fwd+bwd ms", "ratio", "rel err fwd/bwd"]
+              "torchvision fwd+bwd ms", "mmops fwd+bwd ms", "ratio",
+              "mmops det fwd+bwd ms", "det/default", "rel err fwd/bwd"]
     cells = [
         [r.case, r.dtype, r.layout, r.mode,
          fmt_ms(r.tv_fwd), fmt_ms(r.mm_fwd), fmt_ratio(r.tv_fwd, r.mm_fwd),
-         fmt_ms(r.tv_fb), fmt_ms(r.mm_fb), fmt_ratio(r.tv_fb, r.mm_fb), r.check]
+         fmt_ms(r.tv_fb), fmt_ms(r.mm_fb), fmt_ratio(r.tv_fb, r.mm_fb),
+         fmt_ms(r.mm_det_fb), fmt_ratio(r.mm_det_fb, r.mm_fb), r.check]
         for r in rows
     ]
     widths = [max(len(h), *(len(c[i]) for c in cells)) if cells else len(h) for i, h in enumerate(header)]
@@ -372,6 +534,15 @@ def main() -> int:
           f"rel err = max|mmops - float64 reference| / max|reference|, output / input grad")
     for c in cases:
         n, ch, h, w = c.shape
+        if c.strides:
+            maps = ", ".join(f"{s[2]}x{s[3]}" for s in level_shapes(c))
+            per_level = torch.bincount(map_roi_levels(make_multi_level_inputs(c)[1], len(c.strides)),
+                                       minlength=len(c.strides)).tolist()
+            print(f"  {c.name:10s} input {n}x{ch}x{{{maps}}}, strides {'/'.join(map(str, c.strides))}, "
+                  f"{c.num_rois} rois (per level {'/'.join(map(str, per_level))}), "
+                  f"{c.output_size}x{c.output_size}, sampling_ratio {c.sampling_ratio}, aligned, "
+                  f"finest_scale {FINEST_SCALE}")
+            continue
         print(f"  {c.name:10s} input {n}x{ch}x{h}x{w}, scale 1/{round(1 / c.spatial_scale)}, {c.num_rois} rois, "
               f"{c.output_size}x{c.output_size}, sampling_ratio {c.sampling_ratio}, aligned")
     print()
@@ -381,7 +552,8 @@ def main() -> int:
     for case in cases:
         for dtype_name in dtypes:
             for layout_name in layouts:
-                rows += bench_config(case, dtype_name, layout_name, modes, device, timer, problems)
+                bench = bench_multi_level_config if case.strides else bench_config
+                rows += bench(case, dtype_name, layout_name, modes, device, timer, problems)
                 if cuda:
                     torch.cuda.empty_cache()
     print_table(rows)
