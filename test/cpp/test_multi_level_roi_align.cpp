@@ -132,8 +132,9 @@ TEST(MultiLevelRoIAlign, CudaMatchesCpu) {
         cpu.push_back(f.to(dtype).to(at::kFloat).detach().clone().requires_grad_(true));
         cuda.push_back(f.to(dtype).detach().cuda().requires_grad_(true));
       }
-      const at::Tensor rois = pyramid_rois(at::kFloat);
-      const at::Tensor grad = at::randn({6, 70, 7, 7});
+      // Both devices pool the same (rounded) boxes: bfloat16 moves them by up to a pixel.
+      const at::Tensor rois = pyramid_rois(at::kFloat).to(dtype).to(at::kFloat);
+      const at::Tensor grad = at::randn({6, 70, 7, 7}).to(dtype).to(at::kFloat);
       const at::Tensor out_cpu = mmops::multi_level_roi_align(cpu, rois, {7, 7}, kScales, 2, mode);
       out_cpu.backward(grad);
       const at::Tensor out_cuda =

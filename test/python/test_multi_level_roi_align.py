@@ -993,7 +993,7 @@ def test_cuda_deterministic_backward_is_bitwise_repeatable(pool_mode, dtype):
     tol = TOL[dtype] if dtype in (torch.float32, torch.float64) else LOW_TOL[dtype]
     for g, d in zip(runs[0], default):
         assert d.abs().sum() > 0
-        torch.testing.assert_close(g.float(), d.float(), **tol)
+        torch.testing.assert_close(g.double(), d.double(), **tol)
     if dtype == torch.float64:
         _, cpu = fwd_bwd([f.cpu() for f in feats], rois.cpu(), go.cpu(), *args)
         for g, c in zip(runs[0], cpu):

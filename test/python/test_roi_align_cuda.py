@@ -262,7 +262,7 @@ def test_cuda_deterministic_backward_is_bitwise_repeatable(pool_mode, dtype):
         assert torch.equal(g, grads[0])
     _, default = fwd_bwd(x, rois, go, *args)  # atomics: equal up to rounding
     tol = TOL[dtype] if dtype in (torch.float32, torch.float64) else LOW_TOL[dtype]
-    torch.testing.assert_close(grads[0].float(), default.float(), **tol)
+    torch.testing.assert_close(grads[0].double(), default.double(), **tol)
     if dtype == torch.float64:
         _, cpu = fwd_bwd(x.cpu(), rois.cpu(), go.cpu(), *args)
         torch.testing.assert_close(grads[0].cpu(), cpu, rtol=1e-10, atol=1e-10)
