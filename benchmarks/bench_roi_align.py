@@ -328,23 +328,21 @@ def check_against_reference(out, grad, ref_out, ref_grad, mode, dtype) -> tuple[
                          f"input grad rel err {bwd_rel:.2e} (tol {tol_bwd:.0e})")
 
 
-def bench_config(case, dtype_name, layout_name, modes, device, timer, problems) -> list[Row]:
+def flat(tensors) -> torch.Tensor:
+    return torch.cat([t.reshape(-1) for t in tensors])
+
+
+def bench_rows(case, dtype_name, layout_name, modes, timer, problems, xs, xs_req, grad_out,
+               mm, tv, reference) -> list[Row]:
+    """Checks then times one configuration for each pool mode. xs / xs_req are the
+    feature maps (without / with requires_grad); mm(maps, mode) and tv(maps) pool
+    with mmops and with the torchvision baseline; reference(mode) gives the float64
+    (output, flat input gradient)."""
     dtype = DTYPES[dtype_name]
-    features, rois = make_inputs(case)
-    x = features.to(device=device, dtype=dtype).contiguous(memory_format=LAYOUTS[layout_name])
-    boxes = rois.to(device=device, dtype=dtype)
-    out_hw = (case.output_size, case.output_size)
-    args = (out_hw, case.spatial_scale, case.sampling_ratio)
-    gen = torch.Generator().manual_seed(1)
-    grad_out = torch.randn((case.num_rois, case.shape[1]) + out_hw, generator=gen).to(device, dtype)
-    x_req = x.detach().clone(memory_format=LAYOUTS[layout_name]).requires_grad_(True)
     label = f"{case.name}/{dtype_name}/{layout_name}"
 
-    def mm(inp, mode):
-        return mmops.roi_align(inp, boxes, *args, pool_mode=mode, aligned=True)
-
-    def tv(inp):
-        return tv_roi_align(inp, boxes, *args, aligned=True)
+    def mm_fb(mode):
+        return torch.autograd.grad(mm(xs_req, mode), xs_req, grad_out)
 
     rows = []
     for mode in modes:
@@ -354,81 +352,14 @@ def bench_config(case, dtype_name, layout_name, modes, device, timer, problems) 
         # --- correctness, once per configuration: vs the float64 reference on
         # the same (already rounded) inputs, and vs torchvision in fp32 -------
         try:
-            out = mm(x_req, mode)
-            (grad,) = torch.autograd.grad(out, x_req, grad_out)
-        except Exception as exc:  # report, and go on with the other rows
-            row.check = "ERROR"
-            problems.append(f"{label}/{mode}: mmops raised {type(exc).__name__}: {exc}")
-            continue
-        ref_out, ref_grad = reference_with_grad(x, boxes, grad_out, *args, mode)
-        row.check, problem = check_against_reference(out, grad, ref_out, ref_grad, mode, dtype)
-        if problem:
-            problems.append(f"{label}/{mode}: mmops vs float64 reference: {problem}")
-        if mode == "avg" and dtype == torch.float32 and tv_roi_align is not None:
-            with torch.no_grad():
-                _, tv_rel = rel_max_diff(tv(x), out)
-            if tv_rel > TOLERANCE[dtype][0]:
-                row.check += " !"
-                problems.append(f"{label}/avg: mmops and torchvision outputs differ (rel {tv_rel:.2e})")
-        del out, grad, ref_out, ref_grad
-
-        # --- timing --------------------------------------------------------
-        with torch.no_grad():
-            row.mm_fwd = timer(lambda: mm(x, mode))
-        row.mm_fb = timer(lambda: torch.autograd.grad(mm(x_req, mode), x_req, grad_out))
-        row.mm_det_fb = deterministic_timing(timer, lambda: torch.autograd.grad(mm(x_req, mode), x_req, grad_out))
-        if mode == "avg" and tv_roi_align is not None:
-            try:
-                with torch.no_grad():
-                    tv(x)  # torchvision lacks some dtype kernels (bf16 on some versions)
-                row.tv_fwd = timer(lambda: tv(x))
-                row.tv_fb = timer(lambda: torch.autograd.grad(tv(x_req), x_req, grad_out))
-            except (RuntimeError, NotImplementedError):
-                pass
-    return rows
-
-
-def bench_multi_level_config(case, dtype_name, layout_name, modes, device, timer, problems) -> list[Row]:
-    """bench_config for a multi-level case: mmops.multi_level_roi_align against the
-    per-level torchvision loop; gradients w.r.t. every map."""
-    dtype = DTYPES[dtype_name]
-    features, rois = make_multi_level_inputs(case)
-    fmt = LAYOUTS[layout_name]
-    xs = [f.to(device=device, dtype=dtype).contiguous(memory_format=fmt) for f in features]
-    boxes = rois.to(device=device, dtype=dtype)
-    out_hw = (case.output_size, case.output_size)
-    scales = [1.0 / s for s in case.strides]
-    gen = torch.Generator().manual_seed(1)
-    grad_out = torch.randn((case.num_rois, case.shape[1]) + out_hw, generator=gen).to(device, dtype)
-    xs_req = [x.detach().clone(memory_format=fmt).requires_grad_(True) for x in xs]
-    label = f"{case.name}/{dtype_name}/{layout_name}"
-
-    def mm(inputs, mode):
-        return torch.ops.mmops.multi_level_roi_align(inputs, boxes, list(out_hw), scales, case.sampling_ratio,
-                                                     mode, True, FINEST_SCALE)
-
-    def tv(inputs):
-        return tv_multi_level_roi_align(inputs, boxes, out_hw, scales, case.sampling_ratio, aligned=True)
-
-    def flat(tensors):
-        return torch.cat([t.reshape(-1) for t in tensors])
-
-    rows = []
-    for mode in modes:
-        row = Row(case.name, dtype_name, layout_name, mode)
-        rows.append(row)
-
-        # --- correctness, once per configuration (see bench_config) ----------
-        try:
             out = mm(xs_req, mode)
-            grads = torch.autograd.grad(out, xs_req, grad_out)
+            grad = flat(torch.autograd.grad(out, xs_req, grad_out))
         except Exception as exc:  # report, and go on with the other rows
             row.check = "ERROR"
             problems.append(f"{label}/{mode}: mmops raised {type(exc).__name__}: {exc}")
             continue
-        ref_out, ref_grads = multi_level_reference_with_grad(xs, boxes, grad_out, out_hw, scales,
-                                                             case.sampling_ratio, mode)
-        row.check, problem = check_against_reference(out, flat(grads), ref_out, flat(ref_grads), mode, dtype)
+        ref_out, ref_grad = reference(mode)
+        row.check, problem = check_against_reference(out, grad, ref_out, ref_grad, mode, dtype)
         if problem:
             problems.append(f"{label}/{mode}: mmops vs float64 reference: {problem}")
         if mode == "avg" and dtype == torch.float32 and tv_roi_align is not None:
@@ -436,14 +367,14 @@ def bench_multi_level_config(case, dtype_name, layout_name, modes, device, timer
                 _, tv_rel = rel_max_diff(tv(xs), out)
             if tv_rel > TOLERANCE[dtype][0]:
                 row.check += " !"
-                problems.append(f"{label}/avg: mmops and the torchvision loop differ (rel {tv_rel:.2e})")
-        del out, grads, ref_out, ref_grads
+                problems.append(f"{label}/avg: mmops and torchvision outputs differ (rel {tv_rel:.2e})")
+        del out, grad, ref_out, ref_grad
 
         # --- timing --------------------------------------------------------
         with torch.no_grad():
             row.mm_fwd = timer(lambda: mm(xs, mode))
-        row.mm_fb = timer(lambda: torch.autograd.grad(mm(xs_req, mode), xs_req, grad_out))
-        row.mm_det_fb = deterministic_timing(timer, lambda: torch.autograd.grad(mm(xs_req, mode), xs_req, grad_out))
+        row.mm_fb = timer(lambda: mm_fb(mode))
+        row.mm_det_fb = deterministic_timing(timer, lambda: mm_fb(mode))
         if mode == "avg" and tv_roi_align is not None:
             try:
                 with torch.no_grad():
@@ -453,6 +384,64 @@ def bench_multi_level_config(case, dtype_name, layout_name, modes, device, timer
             except (RuntimeError, NotImplementedError):
                 pass
     return rows
+
+
+def make_grad_out(case, out_hw, device, dtype) -> torch.Tensor:
+    gen = torch.Generator().manual_seed(1)
+    return torch.randn((case.num_rois, case.shape[1]) + out_hw, generator=gen).to(device, dtype)
+
+
+def bench_config(case, dtype_name, layout_name, modes, device, timer, problems) -> list[Row]:
+    """One roi_align configuration: mmops.roi_align against torchvision.ops.roi_align."""
+    dtype, fmt = DTYPES[dtype_name], LAYOUTS[layout_name]
+    features, rois = make_inputs(case)
+    x = features.to(device=device, dtype=dtype).contiguous(memory_format=fmt)
+    boxes = rois.to(device=device, dtype=dtype)
+    out_hw = (case.output_size, case.output_size)
+    args = (out_hw, case.spatial_scale, case.sampling_ratio)
+    grad_out = make_grad_out(case, out_hw, device, dtype)
+
+    def mm(maps, mode):
+        return mmops.roi_align(maps[0], boxes, *args, pool_mode=mode, aligned=True)
+
+    def tv(maps):
+        return tv_roi_align(maps[0], boxes, *args, aligned=True)
+
+    def reference(mode):
+        ref_out, ref_grad = reference_with_grad(x, boxes, grad_out, *args, mode)
+        return ref_out, ref_grad.reshape(-1)
+
+    x_req = x.detach().clone(memory_format=fmt).requires_grad_(True)
+    return bench_rows(case, dtype_name, layout_name, modes, timer, problems, [x], [x_req], grad_out,
+                      mm, tv, reference)
+
+
+def bench_multi_level_config(case, dtype_name, layout_name, modes, device, timer, problems) -> list[Row]:
+    """A multi-level configuration: mmops.multi_level_roi_align against the
+    per-level torchvision loop; gradients w.r.t. every map."""
+    dtype, fmt = DTYPES[dtype_name], LAYOUTS[layout_name]
+    features, rois = make_multi_level_inputs(case)
+    xs = [f.to(device=device, dtype=dtype).contiguous(memory_format=fmt) for f in features]
+    boxes = rois.to(device=device, dtype=dtype)
+    out_hw = (case.output_size, case.output_size)
+    scales = [1.0 / s for s in case.strides]
+    grad_out = make_grad_out(case, out_hw, device, dtype)
+
+    def mm(maps, mode):
+        return torch.ops.mmops.multi_level_roi_align(maps, boxes, list(out_hw), scales, case.sampling_ratio,
+                                                     mode, True, FINEST_SCALE)
+
+    def tv(maps):
+        return tv_multi_level_roi_align(maps, boxes, out_hw, scales, case.sampling_ratio, aligned=True)
+
+    def reference(mode):
+        ref_out, ref_grads = multi_level_reference_with_grad(xs, boxes, grad_out, out_hw, scales,
+                                                             case.sampling_ratio, mode)
+        return ref_out, flat(ref_grads)
+
+    xs_req = [x.detach().clone(memory_format=fmt).requires_grad_(True) for x in xs]
+    return bench_rows(case, dtype_name, layout_name, modes, timer, problems, xs, xs_req, grad_out,
+                      mm, tv, reference)
 
 
 def fmt_ms(v: Optional[float]) -> str:

@@ -30,14 +30,12 @@ namespace mmops {
 namespace {
 
 constexpr const char* kOp = "mmops::roi_align: ";
-constexpr int64_t kUnusedFinestScale = 1;
 
 RoIAlignParams forward_params(
     const at::Tensor& input, const at::Tensor& rois, c10::SymIntArrayRef output_size,
     double spatial_scale, int64_t sampling_ratio, c10::string_view pool_mode, bool aligned) {
-  const RoIAlignParams p = detail::check_forward(kOp, input, /*single=*/true, rois, output_size,
-                                                 spatial_scale, sampling_ratio, pool_mode, aligned,
-                                                 kUnusedFinestScale);
+  const RoIAlignParams p = detail::check_roi_align_forward(kOp, input, rois, output_size, spatial_scale,
+                                                          sampling_ratio, pool_mode, aligned);
   detail::check_batch_indices_if_needed(kOp, rois, input.size(0));
   return p;
 }
@@ -66,11 +64,8 @@ at::Tensor roi_align_backward_kernel(const at::Tensor& grad_output, const at::Te
                                      const at::Tensor& argmax, c10::SymIntArrayRef input_shape,
                                      double spatial_scale, int64_t sampling_ratio,
                                      c10::string_view pool_mode, bool aligned) {
-  TORCH_CHECK(input_shape.size() == 4, kOp, "expected input_shape to hold 4 values, but got ",
-              input_shape.size());
-  const RoIAlignParams p = detail::check_backward(kOp, grad_output, rois, argmax, input_shape[1],
-                                                  spatial_scale, sampling_ratio, pool_mode, aligned,
-                                                  kUnusedFinestScale);
+  const RoIAlignParams p = detail::check_roi_align_backward(
+      kOp, grad_output, rois, argmax, input_shape, spatial_scale, sampling_ratio, pool_mode, aligned);
   const std::vector<int64_t> shape = detail::concrete(input_shape);
   detail::check_batch_indices_if_needed(kOp, rois, shape[0]);
   return Backward(grad_output, rois, argmax, {shape}, p)[0];

@@ -132,6 +132,27 @@ RoIAlignParams check_backward(const char* op, const at::Tensor& grad_output, con
   return p;
 }
 
+// One map needs no level mapping; any positive finest_scale passes the checks.
+constexpr int64_t kSingleMapFinestScale = 1;
+
+RoIAlignParams check_roi_align_forward(const char* op, const at::Tensor& input, const at::Tensor& rois,
+                                       c10::SymIntArrayRef output_size, double spatial_scale,
+                                       int64_t sampling_ratio, c10::string_view pool_mode, bool aligned) {
+  return check_forward(op, input, /*single=*/true, rois, output_size, spatial_scale, sampling_ratio,
+                       pool_mode, aligned, kSingleMapFinestScale);
+}
+
+RoIAlignParams check_roi_align_backward(const char* op, const at::Tensor& grad_output,
+                                        const at::Tensor& rois, const at::Tensor& argmax,
+                                        c10::SymIntArrayRef input_shape, double spatial_scale,
+                                        int64_t sampling_ratio, c10::string_view pool_mode,
+                                        bool aligned) {
+  TORCH_CHECK(input_shape.size() == 4, op, "expected input_shape to hold 4 values, but got ",
+              input_shape.size());
+  return check_backward(op, grad_output, rois, argmax, input_shape[1], spatial_scale, sampling_ratio,
+                        pool_mode, aligned, kSingleMapFinestScale);
+}
+
 void check_batch_indices_if_needed(const char* op, const at::Tensor& rois, int64_t batch) {
   bool needed = strict_index_check();
   if (rois.is_cpu()) {

@@ -19,16 +19,16 @@ std::vector<c10::SymInt> output_shape(const at::Tensor& input, const at::Tensor&
 at::Tensor roi_align_meta(const at::Tensor& input, const at::Tensor& rois,
                           c10::SymIntArrayRef output_size, double spatial_scale,
                           int64_t sampling_ratio, c10::string_view pool_mode, bool aligned) {
-  detail::check_forward(kOp, input, true, rois, output_size, spatial_scale, sampling_ratio,
-                        pool_mode, aligned, 1);
+  detail::check_roi_align_forward(kOp, input, rois, output_size, spatial_scale, sampling_ratio,
+                                  pool_mode, aligned);
   return at::empty_symint(output_shape(input, rois, output_size), input.options());
 }
 
 std::tuple<at::Tensor, at::Tensor> roi_align_forward_meta(
     const at::Tensor& input, const at::Tensor& rois, c10::SymIntArrayRef output_size,
     double spatial_scale, int64_t sampling_ratio, c10::string_view pool_mode, bool aligned) {
-  const RoIAlignParams p = detail::check_forward(kOp, input, true, rois, output_size, spatial_scale,
-                                                 sampling_ratio, pool_mode, aligned, 1);
+  const RoIAlignParams p = detail::check_roi_align_forward(kOp, input, rois, output_size, spatial_scale,
+                                                          sampling_ratio, pool_mode, aligned);
   const std::vector<c10::SymInt> shape = output_shape(input, rois, output_size);
   at::Tensor output = at::empty_symint(shape, input.options());
   at::Tensor argmax = p.pool_mode == PoolMode::Max
@@ -41,10 +41,8 @@ at::Tensor roi_align_backward_meta(const at::Tensor& grad_output, const at::Tens
                                    const at::Tensor& argmax, c10::SymIntArrayRef input_shape,
                                    double spatial_scale, int64_t sampling_ratio,
                                    c10::string_view pool_mode, bool aligned) {
-  TORCH_CHECK(input_shape.size() == 4, kOp, "expected input_shape to hold 4 values, but got ",
-              input_shape.size());
-  detail::check_backward(kOp, grad_output, rois, argmax, input_shape[1], spatial_scale,
-                         sampling_ratio, pool_mode, aligned, 1);
+  detail::check_roi_align_backward(kOp, grad_output, rois, argmax, input_shape, spatial_scale,
+                                   sampling_ratio, pool_mode, aligned);
   return at::empty_symint(input_shape, grad_output.options());
 }
 

@@ -29,6 +29,16 @@ RoIAlignParams check_backward(const char* op, const at::Tensor& grad_output, con
                               c10::ArrayRef<double> spatial_scales, int64_t sampling_ratio,
                               c10::string_view pool_mode, bool aligned, int64_t finest_scale);
 
+// roi_align is the one-map case of the checks above (input_shape = [N, C, H, W]).
+RoIAlignParams check_roi_align_forward(const char* op, const at::Tensor& input, const at::Tensor& rois,
+                                       c10::SymIntArrayRef output_size, double spatial_scale,
+                                       int64_t sampling_ratio, c10::string_view pool_mode, bool aligned);
+RoIAlignParams check_roi_align_backward(const char* op, const at::Tensor& grad_output,
+                                        const at::Tensor& rois, const at::Tensor& argmax,
+                                        c10::SymIntArrayRef input_shape, double spatial_scale,
+                                        int64_t sampling_ratio, c10::string_view pool_mode,
+                                        bool aligned);
+
 // Batch indices in [0, batch): always on CPU; on CUDA only in strict mode and
 // not while a graph is being captured.
 void check_batch_indices_if_needed(const char* op, const at::Tensor& rois, int64_t batch);

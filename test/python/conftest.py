@@ -58,6 +58,17 @@ def strict_index_check(enabled):
         mmops.set_strict_index_check(before)
 
 
+@contextlib.contextmanager
+def deterministic_algorithms():
+    """Turns torch.use_deterministic_algorithms on inside the block, restoring it after."""
+    before = torch.are_deterministic_algorithms_enabled()
+    torch.use_deterministic_algorithms(True)
+    try:
+        yield
+    finally:
+        torch.use_deterministic_algorithms(before)
+
+
 # CPU atol/rtol used when comparing to the float64 reference.
 TOL = {
     torch.float32: dict(atol=1e-5, rtol=1e-5),

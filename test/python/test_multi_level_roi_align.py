@@ -16,7 +16,7 @@ import torch
 from torch import Tensor
 
 import mmops
-from conftest import TOL, random_rois, requires_cuda
+from conftest import TOL, deterministic_algorithms, random_rois, requires_cuda
 from roi_align_reference import max_mode_margin, roi_align_ref
 
 op = torch.ops.mmops.multi_level_roi_align
@@ -897,17 +897,6 @@ def test_bad_arguments_through_python_api():
 
 
 # --------------------------------------------------------------------------- CUDA
-
-class deterministic_algorithms:
-    """Turns torch.use_deterministic_algorithms on inside the block, restoring it after."""
-
-    def __enter__(self):
-        self.before = torch.are_deterministic_algorithms_enabled()
-        torch.use_deterministic_algorithms(True)
-
-    def __exit__(self, *exc):
-        torch.use_deterministic_algorithms(self.before)
-
 
 @requires_cuda
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.float16, torch.bfloat16])

@@ -6,8 +6,8 @@ import pytest
 import torch
 
 import mmops
-from conftest import (TOL, random_rois, requires_cuda, requires_torchvision,
-                      strict_index_check)
+from conftest import (TOL, deterministic_algorithms, random_rois, requires_cuda,
+                      requires_torchvision, strict_index_check)
 from roi_align_reference import roi_align_ref
 
 op = torch.ops.mmops.roi_align
@@ -233,17 +233,6 @@ def test_cuda_large(pool_mode, sampling_ratio):
     # multiply-adds differently, so values differ by a few 1e-5 (seen: 2e-5).
     torch.testing.assert_close(out.cpu(), exp, rtol=1e-4, atol=1e-4)
     torch.testing.assert_close(g.cpu(), gexp, rtol=1e-4, atol=1e-4)
-
-
-class deterministic_algorithms:
-    """Turns torch.use_deterministic_algorithms on inside the block, restoring it after."""
-
-    def __enter__(self):
-        self.before = torch.are_deterministic_algorithms_enabled()
-        torch.use_deterministic_algorithms(True)
-
-    def __exit__(self, *exc):
-        torch.use_deterministic_algorithms(self.before)
 
 
 @requires_cuda
