@@ -24,7 +24,7 @@ for step in "${steps[@]}"; do
       (cd "$MMOPS_BUILD_DIR" && ctest -E pytest --output-on-failure) > "$LOGS/ctest.log" 2>&1
       echo "ctest rc=$?"; grep -E "tests passed|Failed|\*\*\*" "$LOGS/ctest.log" | head -20
       PYTHONPATH=python MMOPS_LIBRARY="$MMOPS_BUILD_DIR/libmmops.so" python3 -m pytest -q -rs \
-        test/python/test_roi_align_cuda.py -p no:cacheprovider > "$LOGS/pytest_cuda.log" 2>&1
+        test/python -k "cuda or Cuda or CUDA" -p no:cacheprovider > "$LOGS/pytest_cuda.log" 2>&1
       echo "pytest cuda rc=$?"; grep -E "passed|failed|Error|assert" "$LOGS/pytest_cuda.log" | tail -25 ;;
     sanitize)
       san="compute-sanitizer --tool memcheck --error-exitcode 9 --print-limit 20"

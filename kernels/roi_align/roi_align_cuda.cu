@@ -1,29 +1,32 @@
 // CUDA kernels of roi_align.
 //
-// Layout: the kernels read features channels-last ([N, H, W, C] in memory), so
-// that the 32 lanes of a warp fetch one bilinear tap for 32 (or 64) consecutive
-// channels with one coalesced load; an NCHW input is transposed once first.
-// One block handles one roi and one chunk of channels:
+// Forward. The kernel reads features channels-last ([N, H, W, C] in memory),
+// so that the 32 lanes of a warp fetch one bilinear tap for 32 (or 64)
+// consecutive channels with one coalesced load; an NCHW input is transposed
+// once first. One block handles one roi and one chunk of channels:
 //   * the per-axis bilinear taps of the roi's samples are computed once into
 //     shared memory (the weights are separable) and reused by every channel;
-//   * warps walk the bins, lanes the channels; results go through a shared
-//     tile so that the NCHW output [K, C, PH, PW] is written coalesced.
-// Backward: the same blocks read grad_output through the tile and scatter into
-// a channels-last accumulation buffer (float for half/bfloat16), whose atomic
-// adds are coalesced across channels. When deterministic algorithms are
-// requested the adds are integer (fixed point, scaled from max |grad_output|),
-// so the sum does not depend on their order: bitwise repeatable.
-// A roi whose batch index is out of range pools zeros and scatters nothing.
+//   * warps walk the bins, lanes the channels; the taps of several samples
+//     are loaded before any is used, so that many loads are in flight (the
+//     kernel is bound by load latency, not by arithmetic);
+//   * results go through a shared tile so that the NCHW output [K, C, PH, PW]
+//     is written coalesced.
+// Backward (gather). Instead of scattering atomic adds, every gradient value
+// is owned by one thread that sums, in a fixed order, the contributions of
+// the samples that touch it. A block owns a tile of 8 rows x 32 (16 for
+// double) pixels of one image and 32 channels; warp w owns tile row w and lane
+// l channel l. The block examines every roi (culled by its footprint), and
+// each warp adds the samples whose taps fall on its row into a shared tile,
+// which is then written to the NCHW gradient once. No atomics, no zero-fill,
+// no accumulation buffer, no layout pass, and the result is bitwise
+// repeatable, so deterministic mode costs nothing extra.
+// A roi whose batch index is out of range pools zeros and gets no gradient.
 
 #include "roi_align/roi_align_kernels.h"
 #include "roi_align/roi_align_math.h"
 
-#include <ATen/Context.h>
 #include <ATen/Dispatch.h>
 #include <ATen/OpMathType.h>
-#include <ATen/cuda/Atomic.cuh>
-#include <ATen/ops/abs.h>
-#include <ATen/ops/amax.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/zeros.h>
 #include <c10/cuda/CUDAException.h>
@@ -31,7 +34,9 @@
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
 
-#include <cmath>
+#include <algorithm>
+#include <cstring>
+#include <limits>
 #include <type_traits>
 
 namespace mmops {
@@ -42,12 +47,18 @@ using namespace roi_align_math;
 
 constexpr int kWarps = 8;
 constexpr int kThreads = kWarps * 32;
-constexpr int kMaxTaps = 256;   // per-axis taps cached in shared memory
-constexpr int kBinChunk = 32;   // bins staged in the shared tile at a time
+constexpr int kMaxTaps = 256;    // per-axis taps cached in shared memory
+constexpr int kBinChunk = 32;    // bins staged in the shared tile at a time
+constexpr int kSampleBatch = 4;  // samples whose taps are loaded together
 
 template <typename T>
 __device__ inline T smaller(T a, T b) {
   return a < b ? a : b;
+}
+
+template <typename T>
+__device__ inline T larger(T a, T b) {
+  return a > b ? a : b;
 }
 
 // VEC consecutive channels travel together: 2 for 16-bit types so that a warp
@@ -62,13 +73,30 @@ struct alignas(sizeof(scalar_t) * VEC) Pack {
   scalar_t v[VEC];
 };
 
+// A read-only (non-coherent cache) load of a Pack of 2, 4 or 8 bytes.
+template <typename P>
+__device__ inline P load_readonly(const P* address) {
+  using Bits = std::conditional_t<sizeof(P) == 2, unsigned short,
+               std::conditional_t<sizeof(P) == 4, unsigned int, unsigned long long>>;
+  static_assert(sizeof(Bits) == sizeof(P), "unexpected pack size");
+  const Bits bits = __ldg(reinterpret_cast<const Bits*>(address));
+  P value;
+  memcpy(&value, &bits, sizeof(P));
+  return value;
+}
+
 // Pixel data and size of each feature map, passed by value to the kernels.
+// Entries are read with select_entry (see roi_align_math.h).
 template <typename T>
 struct LevelTable {
   T* data[kMaxLevels];
   int64_t height[kMaxLevels];
   int64_t width[kMaxLevels];
 };
+
+// ---------------------------------------------------------------------------
+// Forward
+// ---------------------------------------------------------------------------
 
 // Everything a block needs to know about its roi.
 template <typename acc_t>
@@ -93,8 +121,8 @@ __device__ BlockRoi<acc_t> setup_roi(const scalar_t* rois, int64_t k, int64_t ba
   r.batch = src.batch;
   r.level = src.level;
   r.box = src.box;
-  r.height = levels.height[r.level];
-  r.width = levels.width[r.level];
+  r.height = select_entry(levels.height, r.level);
+  r.width = select_entry(levels.width, r.level);
   const int ny = static_cast<int>(p.pooled_height) * r.box.grid_h;
   const int nx = static_cast<int>(p.pooled_width) * r.box.grid_w;
   r.cached = ny <= kMaxTaps && nx <= kMaxTaps;
@@ -126,31 +154,6 @@ __device__ inline AxisTap<acc_t> x_tap(const BlockRoi<acc_t>& r, const AxisTap<a
                   : axis_tap(sample_coord(r.box.start_x, r.box.bin_w, pw, ix, r.box.grid_w), r.width);
 }
 
-// Interpolated values of VEC channels at one sample. `pixels` points at
-// channel c of pixel (0, 0) of the roi's image, channels-last.
-template <typename scalar_t, typename acc_t, int VEC>
-__device__ inline void sample_values(const scalar_t* pixels, int64_t channels, int64_t width,
-                                     const AxisTap<acc_t>& ty, const AxisTap<acc_t>& tx,
-                                     acc_t (&out)[VEC]) {
-#pragma unroll
-  for (int v = 0; v < VEC; ++v) {
-    out[v] = acc_t(0);
-  }
-  if (!(ty.valid && tx.valid)) {
-    return;
-  }
-  const Corners<acc_t> cr = corners(ty, tx, width);
-#pragma unroll
-  for (int j = 0; j < 4; ++j) {
-    const Pack<scalar_t, VEC> px =
-        *reinterpret_cast<const Pack<scalar_t, VEC>*>(pixels + cr.offset[j] * channels);
-#pragma unroll
-    for (int v = 0; v < VEC; ++v) {
-      out[v] += cr.weight[j] * static_cast<acc_t>(px.v[v]);
-    }
-  }
-}
-
 // Shared tile: kBinChunk bins x (32 * VEC) channels, padded against bank conflicts.
 template <typename acc_t, int VEC>
 struct Tile {
@@ -162,12 +165,13 @@ struct Tile {
 };
 
 template <typename scalar_t, int VEC, bool kMax>
-__global__ void __launch_bounds__(kThreads) forward_kernel(
+__global__ void __launch_bounds__(kThreads, sizeof(scalar_t) == 8 ? 1 : 3) forward_kernel(
     const LevelTable<const scalar_t> levels,  // each [N, H_l, W_l, C]
     const scalar_t* __restrict__ rois, scalar_t* __restrict__ output,  // [K, C, PH, PW]
     int32_t* __restrict__ argmax, int64_t batch, int64_t channels, RoIAlignParams p) {
   using acc_t = at::opmath_type<scalar_t>;
   using TileT = Tile<acc_t, VEC>;
+  using PackT = Pack<scalar_t, VEC>;
   __shared__ AxisTap<acc_t> ytaps[kMaxTaps];
   __shared__ AxisTap<acc_t> xtaps[kMaxTaps];
   __shared__ TileT tile;
@@ -179,49 +183,68 @@ __global__ void __launch_bounds__(kThreads) forward_kernel(
   const int64_t chunk_channels = smaller<int64_t>(TileT::kChannels, channels - c0);
   const BlockRoi<acc_t> r = setup_roi(rois, k, batch, levels, p, ytaps, xtaps);
   const int gh = r.box.grid_h, gw = r.box.grid_w;
-  const acc_t inv_count = gh * gw > 0 ? acc_t(1) / static_cast<acc_t>(gh * gw) : acc_t(0);
+  const int samples = gh * gw;
+  const acc_t inv_count = samples > 0 ? acc_t(1) / static_cast<acc_t>(samples) : acc_t(0);
   const int64_t c = c0 + lane * VEC;
   const int64_t width = r.width;
-  const scalar_t* pixels =
-      levels.data[r.level] + ((r.batch > 0 ? r.batch : 0) * r.height * r.width) * channels + c;
+  const PackT* pixels = reinterpret_cast<const PackT*>(
+      select_entry(levels.data, r.level) + ((r.batch > 0 ? r.batch : 0) * r.height * r.width) * channels + c);
+  const int64_t pixel_stride = channels / VEC;  // in packs
+  const bool active = r.batch >= 0 && c < channels;
 
   for (int64_t bin0 = 0; bin0 < bins; bin0 += kBinChunk) {
     const int64_t chunk_bins = smaller<int64_t>(kBinChunk, bins - bin0);
     for (int bl = warp; bl < chunk_bins; bl += kWarps) {
       const int64_t ph = (bin0 + bl) / p.pooled_width, pw = (bin0 + bl) % p.pooled_width;
-      acc_t result[VEC];
-      int32_t best_sample[VEC];
       MaxTracker<acc_t> tracker[VEC];
       acc_t sum[VEC];
 #pragma unroll
       for (int v = 0; v < VEC; ++v) {
         sum[v] = acc_t(0);
       }
-      if (r.batch >= 0 && c < channels) {
-        for (int iy = 0; iy < gh; ++iy) {
-          const AxisTap<acc_t> ty = y_tap(r, ytaps, ph, iy);
-          for (int ix = 0; ix < gw; ++ix) {
-            const AxisTap<acc_t> tx = x_tap(r, xtaps, pw, ix);
-            acc_t value[VEC];
-            sample_values<scalar_t, acc_t, VEC>(pixels, channels, width, ty, tx, value);
+      for (int s0 = 0; active && s0 < samples; s0 += kSampleBatch) {
+        // All loads of the batch first, then the arithmetic: in-order issue
+        // would otherwise wait for each sample's loads before the next.
+        PackT px[kSampleBatch][4];
+        acc_t w[kSampleBatch][4];
 #pragma unroll
-            for (int v = 0; v < VEC; ++v) {
-              if (kMax) {
-                tracker[v].update(value[v], iy * gw + ix);
-              } else {
-                sum[v] += value[v];
+        for (int u = 0; u < kSampleBatch; ++u) {
+          const int s = s0 + u;
+          const bool in_bin = s < samples;
+          const AxisTap<acc_t> ty = y_tap(r, ytaps, ph, in_bin ? s / gw : 0);
+          const AxisTap<acc_t> tx = x_tap(r, xtaps, pw, in_bin ? s % gw : 0);
+          const bool valid = in_bin && ty.valid && tx.valid;
+          const Corners<acc_t> cr = corners(ty, tx, width);
+#pragma unroll
+          for (int j = 0; j < 4; ++j) {
+            w[u][j] = valid ? cr.weight[j] : acc_t(0);
+            px[u][j] = valid ? load_readonly(pixels + cr.offset[j] * pixel_stride) : PackT{};
+          }
+        }
+#pragma unroll
+        for (int u = 0; u < kSampleBatch; ++u) {
+#pragma unroll
+          for (int v = 0; v < VEC; ++v) {
+            acc_t value = acc_t(0);
+#pragma unroll
+            for (int j = 0; j < 4; ++j) {
+              value += w[u][j] * static_cast<acc_t>(px[u][j].v[v]);
+            }
+            if (kMax) {
+              if (s0 + u < samples) {
+                tracker[v].update(value, s0 + u);
               }
+            } else {
+              sum[v] += value;  // zero past the last sample
             }
           }
         }
       }
 #pragma unroll
       for (int v = 0; v < VEC; ++v) {
-        result[v] = kMax ? tracker[v].result() : sum[v] * inv_count;
-        best_sample[v] = kMax ? tracker[v].index : -1;
-        tile.value[tile.at(bl, lane * VEC + v)] = result[v];
+        tile.value[tile.at(bl, lane * VEC + v)] = kMax ? tracker[v].result() : sum[v] * inv_count;
         if (kMax) {
-          tile.argmax[tile.at(bl, lane * VEC + v)] = best_sample[v];
+          tile.argmax[tile.at(bl, lane * VEC + v)] = tracker[v].index;
         }
       }
     }
@@ -239,122 +262,211 @@ __global__ void __launch_bounds__(kThreads) forward_kernel(
   }
 }
 
-// Adds one value into the accumulation buffer: floating atomics, or integer
-// (fixed point) atomics whose result does not depend on the order of adds.
-template <typename acc_t, typename sum_t>
-__device__ inline void accumulate(sum_t* address, acc_t value, double scale) {
-  if constexpr (std::is_same_v<sum_t, int64_t>) {
-    // Two's complement: adding the unsigned image of a negative value subtracts.
-    atomicAdd(reinterpret_cast<unsigned long long*>(address),
-              static_cast<unsigned long long>(llrint(static_cast<double>(value) * scale)));
-  } else {
-    gpuAtomicAdd(address, value);
-  }
+// ---------------------------------------------------------------------------
+// Backward (gather)
+// ---------------------------------------------------------------------------
+
+constexpr int kGatherRows = kWarps;  // tile rows: one per warp
+constexpr int kGatherChannels = 32;  // tile channels: one per lane
+
+template <typename acc_t>
+constexpr int gather_tile_width() {
+  return sizeof(acc_t) == 8 ? 16 : 32;  // keeps the double tile at 33 KB too
 }
 
-template <typename scalar_t, typename sum_t, int VEC, bool kMax>
-__global__ void __launch_bounds__(kThreads) backward_kernel(
-    const scalar_t* __restrict__ grad_output,  // [K, C, PH, PW]
-    const scalar_t* __restrict__ rois, const int32_t* __restrict__ argmax,
-    const LevelTable<sum_t> grad_sums,  // each [N, H_l, W_l, C]
-    const float* __restrict__ max_abs_grad, int64_t batch, int64_t channels, RoIAlignParams p) {
+// Gradient maps, NCHW, and how the grid's tiles are numbered: level l's
+// tiles are [first_tile[l], first_tile[l + 1]), image-major, then row-major.
+template <typename T>
+struct GatherTable {
+  T* data[kMaxLevels];
+  int64_t height[kMaxLevels];
+  int64_t width[kMaxLevels];
+  int64_t tiles_x[kMaxLevels];
+  int64_t tiles_per_image[kMaxLevels];
+  int64_t first_tile[kMaxLevels];
+};
+
+// A roi that may touch the block's tile.
+template <typename acc_t>
+struct ListedRoi {
+  acc_t start_y, start_x, bin_h, bin_w;
+  int32_t k;
+  int16_t grid_h, grid_w;
+};
+
+// True if the taps of some sample of `box` may fall inside rows [y0, y1) and
+// columns [x0, x1). Conservative: every sample lies strictly inside the box
+// and its taps within one pixel of it.
+template <typename acc_t>
+__device__ inline bool may_touch(const RoiBox<acc_t>& box, int64_t pooled_h, int64_t pooled_w,
+                                 int64_t y0, int64_t y1, int64_t x0, int64_t x1) {
+  const acc_t y_end = box.start_y + box.bin_h * static_cast<acc_t>(pooled_h);
+  const acc_t x_end = box.start_x + box.bin_w * static_cast<acc_t>(pooled_w);
+  const acc_t lo_y = smaller(box.start_y, y_end) - acc_t(1), hi_y = larger(box.start_y, y_end) + acc_t(1);
+  const acc_t lo_x = smaller(box.start_x, x_end) - acc_t(1), hi_x = larger(box.start_x, x_end) + acc_t(1);
+  return hi_y >= static_cast<acc_t>(y0) && lo_y < static_cast<acc_t>(y1) &&
+         hi_x >= static_cast<acc_t>(x0) && lo_x < static_cast<acc_t>(x1);
+}
+
+template <typename scalar_t, int TW, bool kMax>
+__global__ void __launch_bounds__(kThreads) gather_backward_kernel(
+    const at::opmath_type<scalar_t>* __restrict__ grad_t,  // [K, PH*PW, C]
+    const int32_t* __restrict__ argmax_t,                  // [K, PH*PW, C] (max mode)
+    const scalar_t* __restrict__ rois, int64_t num_rois,
+    const GatherTable<scalar_t> table, int64_t batch, int64_t channels, RoIAlignParams p) {
   using acc_t = at::opmath_type<scalar_t>;
-  using TileT = Tile<acc_t, VEC>;
-  __shared__ AxisTap<acc_t> ytaps[kMaxTaps];
-  __shared__ AxisTap<acc_t> xtaps[kMaxTaps];
-  __shared__ TileT tile;
+  constexpr int kStride = kGatherChannels + 1;  // padding: conflict-free reads across x
+  __shared__ acc_t acc[kGatherRows][TW][kStride];
+  __shared__ ListedRoi<acc_t> listed[kThreads];
+  __shared__ int warp_counts[kWarps];
 
-  const int64_t k = blockIdx.x;
-  const int64_t c0 = static_cast<int64_t>(blockIdx.y) * TileT::kChannels;
+  // Which tile: level, image, tile row and column.
+  const int64_t tile = blockIdx.x;
+  int level = 0;
+#pragma unroll
+  for (int l = 1; l < kMaxLevels; ++l) {
+    level = (l < p.num_levels && tile >= table.first_tile[l]) ? l : level;
+  }
+  const int64_t height = select_entry(table.height, level);
+  const int64_t width = select_entry(table.width, level);
+  const int64_t tiles_x = select_entry(table.tiles_x, level);
+  const int64_t tiles_per_image = select_entry(table.tiles_per_image, level);
+  const int64_t local = tile - select_entry(table.first_tile, level);
+  const int64_t n = local / tiles_per_image;
+  const int64_t y0 = (local % tiles_per_image) / tiles_x * kGatherRows;
+  const int64_t x0 = (local % tiles_per_image) % tiles_x * TW;
+
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  const int64_t c = static_cast<int64_t>(blockIdx.y) * kGatherChannels + lane;
+  const bool has_channel = c < channels;
+  const int64_t row = y0 + warp;  // the tile row this warp owns
   const int64_t bins = p.pooled_height * p.pooled_width;
-  const int64_t chunk_channels = smaller<int64_t>(TileT::kChannels, channels - c0);
-  const BlockRoi<acc_t> r = setup_roi(rois, k, batch, grad_sums, p, ytaps, xtaps);
-  const int gh = r.box.grid_h, gw = r.box.grid_w;
-  if (r.batch < 0 || gh * gw == 0) {
-    return;  // uniform across the block
-  }
-  double scale = 1.0;
-  if constexpr (std::is_same_v<sum_t, int64_t>) {
-    scale = fixed_point_scale(*max_abs_grad, static_cast<double>(gridDim.x) * bins);
-    if (!isfinite(scale)) {
-      return;  // non-finite grad_output: the conversion writes NaN everywhere
-    }
-  }
-  const acc_t inv_count = acc_t(1) / static_cast<acc_t>(gh * gw);
-  const int64_t c = c0 + lane * VEC;
-  const int64_t width = r.width;
-  sum_t* pixels = grad_sums.data[r.level] + (r.batch * r.height * r.width) * channels + c;
 
-  for (int64_t bin0 = 0; bin0 < bins; bin0 += kBinChunk) {
-    const int64_t chunk_bins = smaller<int64_t>(kBinChunk, bins - bin0);
-    for (int i = threadIdx.x; i < chunk_channels * chunk_bins; i += kThreads) {
-      const int cl = i / chunk_bins, bl = i % chunk_bins;
-      const int64_t o = ((k * channels) + c0 + cl) * bins + bin0 + bl;
-      tile.value[tile.at(bl, cl)] = static_cast<acc_t>(grad_output[o]);
-      if (kMax) {
-        tile.argmax[tile.at(bl, cl)] = argmax[o];
-      }
+  for (int x = 0; x < TW; ++x) {
+    acc[warp][x][lane] = acc_t(0);
+  }
+
+  for (int64_t r0 = 0; r0 < num_rois; r0 += kThreads) {
+    // 1. Each thread examines one roi; the ones that may touch the tile are
+    //    listed in roi order (the order of the adds, hence deterministic).
+    const int64_t k = r0 + threadIdx.x;
+    bool take = false;
+    ListedRoi<acc_t> entry{};
+    if (k < num_rois) {
+      const scalar_t* roi = rois + k * 5;
+      const RoiSource<acc_t> src = locate_roi<acc_t>(
+          static_cast<acc_t>(roi[0]), static_cast<acc_t>(roi[1]), static_cast<acc_t>(roi[2]),
+          static_cast<acc_t>(roi[3]), static_cast<acc_t>(roi[4]), batch, p.spatial_scale,
+          p.num_levels, p.finest_scale, p.aligned, p.pooled_height, p.pooled_width, p.sampling_ratio);
+      take = src.batch == n && src.level == level && src.box.grid_h > 0 && src.box.grid_w > 0 &&
+             may_touch(src.box, p.pooled_height, p.pooled_width, y0, y0 + kGatherRows, x0, x0 + TW);
+      entry = {src.box.start_y, src.box.start_x, src.box.bin_h, src.box.bin_w, static_cast<int32_t>(k),
+               static_cast<int16_t>(src.box.grid_h), static_cast<int16_t>(src.box.grid_w)};
+    }
+    const unsigned ballot = __ballot_sync(0xffffffffu, take);
+    if (lane == 0) {
+      warp_counts[warp] = __popc(ballot);
     }
     __syncthreads();
-    if (c < channels) {
-      for (int bl = warp; bl < chunk_bins; bl += kWarps) {
-        const int64_t ph = (bin0 + bl) / p.pooled_width, pw = (bin0 + bl) % p.pooled_width;
+    int offset = 0, total = 0;
 #pragma unroll
-        for (int v = 0; v < VEC; ++v) {
-          const acc_t g = tile.value[tile.at(bl, lane * VEC + v)];
-          auto scatter = [&](const AxisTap<acc_t>& ty, const AxisTap<acc_t>& tx, acc_t value) {
-            if (!(ty.valid && tx.valid)) {
-              return;
+    for (int w = 0; w < kWarps; ++w) {
+      offset += w < warp ? warp_counts[w] : 0;
+      total += warp_counts[w];
+    }
+    if (take) {
+      listed[offset + __popc(ballot & ((1u << lane) - 1u))] = entry;
+    }
+    __syncthreads();
+
+    // 2. Each warp adds the samples of the listed rois whose taps fall on its
+    //    row and inside the tile's columns; lane = channel.
+    for (int i = 0; i < total && row < height; ++i) {
+      const ListedRoi<acc_t> roi = listed[i];
+      const int gh = roi.grid_h, gw = roi.grid_w;
+      const int ny = static_cast<int>(p.pooled_height) * gh, nx = static_cast<int>(p.pooled_width) * gw;
+      const acc_t inv_count = acc_t(1) / static_cast<acc_t>(gh * gw);
+      const int64_t roi_grads = static_cast<int64_t>(roi.k) * bins * channels + c;
+      for (int sy0 = 0; sy0 < ny; sy0 += 32) {
+        // Lane j looks at sample row sy0 + j: its weight on this warp's row.
+        const int sy = sy0 + lane;
+        acc_t wy = acc_t(0);
+        bool row_hit = false;
+        if (sy < ny) {
+          const AxisTap<acc_t> t = axis_tap(sample_coord(roi.start_y, roi.bin_h, sy / gh, sy % gh, gh), height);
+          row_hit = t.valid && (t.lo == row || t.hi == row);
+          wy = (t.lo == row ? t.w_lo : acc_t(0)) + (t.hi == row ? t.w_hi : acc_t(0));
+        }
+        for (unsigned rows = __ballot_sync(0xffffffffu, row_hit); rows != 0; rows &= rows - 1) {
+          const int j = __ffs(rows) - 1;
+          const acc_t weight_y = __shfl_sync(0xffffffffu, wy, j);
+          const int ph = (sy0 + j) / gh, iy = (sy0 + j) % gh;
+          for (int sx0 = 0; sx0 < nx; sx0 += 32) {
+            // Lane j looks at sample column sx0 + j: its taps inside the tile.
+            const int sx = sx0 + lane;
+            AxisTap<acc_t> t{0, 0, acc_t(0), acc_t(0), false};
+            if (sx < nx) {
+              t = axis_tap(sample_coord(roi.start_x, roi.bin_w, sx / gw, sx % gw, gw), width);
             }
-            const Corners<acc_t> cr = corners(ty, tx, width);
-#pragma unroll
-            for (int j = 0; j < 4; ++j) {
-              accumulate(pixels + cr.offset[j] * channels + v, value * cr.weight[j], scale);
-            }
-          };
-          if (kMax) {
-            const int s = tile.argmax[tile.at(bl, lane * VEC + v)];
-            if (s >= 0 && s < gh * gw) {
-              scatter(y_tap(r, ytaps, ph, s / gw), x_tap(r, xtaps, pw, s % gw), g);
-            }
-          } else {
-            const acc_t g_sample = g * inv_count;
-            for (int iy = 0; iy < gh; ++iy) {
-              const AxisTap<acc_t> ty = y_tap(r, ytaps, ph, iy);
-              for (int ix = 0; ix < gw; ++ix) {
-                scatter(ty, x_tap(r, xtaps, pw, ix), g_sample);
+            const bool lo_in = t.valid && t.lo >= x0 && t.lo < x0 + TW;
+            const bool hi_in = t.valid && t.hi >= x0 && t.hi < x0 + TW;
+            for (unsigned cols = __ballot_sync(0xffffffffu, lo_in || hi_in); cols != 0; cols &= cols - 1) {
+              const int m = __ffs(cols) - 1;
+              const int x_lo = __shfl_sync(0xffffffffu, t.lo, m) - static_cast<int>(x0);
+              const int x_hi = __shfl_sync(0xffffffffu, t.hi, m) - static_cast<int>(x0);
+              const acc_t w_lo = __shfl_sync(0xffffffffu, t.w_lo, m);
+              const acc_t w_hi = __shfl_sync(0xffffffffu, t.w_hi, m);
+              const int pw = (sx0 + m) / gw, ix = (sx0 + m) % gw;
+              if (!has_channel) {
+                continue;
+              }
+              const int64_t at_bin = roi_grads + (ph * p.pooled_width + pw) * channels;
+              acc_t g;
+              if (kMax) {
+                if (argmax_t[at_bin] != iy * gw + ix) {
+                  continue;  // not this channel's winning sample
+                }
+                g = grad_t[at_bin];
+              } else {
+                g = grad_t[at_bin] * inv_count;
+              }
+              if (x_lo >= 0 && x_lo < TW) {
+                acc[warp][x_lo][lane] += g * (weight_y * w_lo);
+              }
+              if (x_hi >= 0 && x_hi < TW) {
+                acc[warp][x_hi][lane] += g * (weight_y * w_hi);
               }
             }
           }
         }
       }
     }
-    __syncthreads();
+    __syncthreads();  // `listed` is rewritten by the next round
+  }
+
+  // 3. The tile to the NCHW gradient: rows of TW consecutive pixels.
+  __syncthreads();
+  scalar_t* grad = select_entry(table.data, level);
+  for (int i = threadIdx.x; i < kGatherChannels * kGatherRows * TW; i += kThreads) {
+    const int x = i % TW, y = (i / TW) % kGatherRows, cl = i / (TW * kGatherRows);
+    const int64_t cc = static_cast<int64_t>(blockIdx.y) * kGatherChannels + cl;
+    if (cc < channels && y0 + y < height && x0 + x < width) {
+      grad[((n * channels + cc) * height + y0 + y) * width + x0 + x] = static_cast<scalar_t>(acc[y][x][cl]);
+    }
   }
 }
 
-// Fixed point -> value, for the deterministic backward. A non-finite
-// grad_output cannot be summed in fixed point: the whole gradient is NaN then.
-template <typename acc_t>
-__global__ void fixed_point_to_value_kernel(const int64_t* __restrict__ sums, acc_t* __restrict__ out,
-                                            int64_t n, const float* __restrict__ max_abs_grad,
-                                            double adds_bound) {
-  const double scale = fixed_point_scale(*max_abs_grad, adds_bound);
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
-       i += int64_t(gridDim.x) * blockDim.x) {
-    out[i] = isfinite(scale) ? static_cast<acc_t>(static_cast<double>(sums[i]) / scale)
-                             : static_cast<acc_t>(NAN);
-  }
-}
+// ---------------------------------------------------------------------------
+// Layout changes
+// ---------------------------------------------------------------------------
 
 // out[b][c][r] = in[b][r][c] for a batch of rows x cols matrices, through a
-// padded shared tile so that both the reads and the writes are coalesced.
-// Converts NCHW <-> channels-last (and the element type) in one pass.
-constexpr int kTransposeTile = 32;
+// padded shared tile so that both the reads and the writes are coalesced;
+// 16 elements per thread keep enough loads in flight. Also converts the type.
+constexpr int kTransposeTile = 64;
 
 template <typename in_t, typename out_t>
-__global__ void __launch_bounds__(kTransposeTile * 8) transpose_kernel(
+__global__ void __launch_bounds__(256) transpose_kernel(
     const in_t* __restrict__ in, out_t* __restrict__ out, int64_t rows, int64_t cols) {
   __shared__ out_t tile[kTransposeTile][kTransposeTile + 1];
   const int64_t b = blockIdx.z;
@@ -362,17 +474,25 @@ __global__ void __launch_bounds__(kTransposeTile * 8) transpose_kernel(
   const int64_t c0 = static_cast<int64_t>(blockIdx.x) * kTransposeTile;
   const in_t* src = in + b * rows * cols;
   out_t* dst = out + b * rows * cols;
-  for (int i = threadIdx.y; i < kTransposeTile; i += blockDim.y) {
-    const int64_t r = r0 + i, c = c0 + threadIdx.x;
-    if (r < rows && c < cols) {
-      tile[i][threadIdx.x] = static_cast<out_t>(src[r * cols + c]);
+#pragma unroll
+  for (int i = threadIdx.y; i < kTransposeTile; i += 8) {
+#pragma unroll
+    for (int j = threadIdx.x; j < kTransposeTile; j += 32) {
+      const int64_t r = r0 + i, c = c0 + j;
+      if (r < rows && c < cols) {
+        tile[i][j] = static_cast<out_t>(src[r * cols + c]);
+      }
     }
   }
   __syncthreads();
-  for (int i = threadIdx.y; i < kTransposeTile; i += blockDim.y) {
-    const int64_t c = c0 + i, r = r0 + threadIdx.x;
-    if (r < rows && c < cols) {
-      dst[c * rows + r] = tile[threadIdx.x][i];
+#pragma unroll
+  for (int i = threadIdx.y; i < kTransposeTile; i += 8) {
+#pragma unroll
+    for (int j = threadIdx.x; j < kTransposeTile; j += 32) {
+      const int64_t c = c0 + i, r = r0 + j;
+      if (r < rows && c < cols) {
+        dst[c * rows + r] = tile[j][i];
+      }
     }
   }
 }
@@ -384,11 +504,16 @@ void transpose(const in_t* in, out_t* out, int64_t batches, int64_t rows, int64_
   if (batches * rows * cols == 0) {
     return;
   }
-  const dim3 grid((cols + kTransposeTile - 1) / kTransposeTile,
-                  (rows + kTransposeTile - 1) / kTransposeTile, batches);
-  TORCH_CHECK(grid.y <= 65535 && grid.z <= 65535, "mmops::roi_align: tensor too large to transpose");
-  transpose_kernel<in_t, out_t><<<grid, dim3(kTransposeTile, 8), 0, stream>>>(in, out, rows, cols);
-  C10_CUDA_KERNEL_LAUNCH_CHECK();
+  constexpr int64_t kMaxGridYZ = 65535;
+  const int64_t row_tiles = (rows + kTransposeTile - 1) / kTransposeTile;
+  TORCH_CHECK(row_tiles <= kMaxGridYZ, "mmops::roi_align: ", rows, " rows are too many to transpose");
+  for (int64_t b0 = 0; b0 < batches; b0 += kMaxGridYZ) {
+    const dim3 grid((cols + kTransposeTile - 1) / kTransposeTile, row_tiles,
+                    std::min(kMaxGridYZ, batches - b0));
+    transpose_kernel<in_t, out_t><<<grid, dim3(32, 8), 0, stream>>>(
+        in + b0 * rows * cols, out + b0 * rows * cols, rows, cols);
+    C10_CUDA_KERNEL_LAUNCH_CHECK();
+  }
 }
 
 // The input in channels-last memory order: as it is if it already is, else
@@ -406,10 +531,6 @@ at::Tensor channels_last_input(const at::Tensor& input, cudaStream_t stream) {
     });
   }
   return out;
-}
-
-int64_t blocks_for(int64_t n) {
-  return std::min<int64_t>(std::max<int64_t>((n + kThreads - 1) / kThreads, 1), int64_t(1) << 20);
 }
 
 template <typename scalar_t>
@@ -496,20 +617,14 @@ std::vector<at::Tensor> roi_align_backward_cuda(
   const bool max_mode = params.pool_mode == PoolMode::Max;
   const at::Tensor argmax = max_mode ? argmax_.contiguous() : argmax_;
   const auto dtype = grad_output.scalar_type();
-  const bool deterministic = at::globalContext().deterministicAlgorithms();
   const auto acc_dtype = (dtype == at::kHalf || dtype == at::kBFloat16) ? at::kFloat : dtype;
   const auto options = grad_output.options();
   const int64_t num_rois = rois.size(0);
   const int64_t batch = feature_shapes.front()[0], channels = feature_shapes.front()[1];
   const int64_t bins = params.pooled_height * params.pooled_width;
   std::vector<at::Tensor> grads;
-  // Channels-last accumulation buffers ([N, H, W, C] in memory; at::zeros would
-  // drop the memory format); deterministic mode sums int64 fixed point.
-  std::vector<at::Tensor> sums;
   for (const auto& shape : feature_shapes) {
     grads.push_back(at::empty(shape, options));
-    sums.push_back(at::empty(shape, options.dtype(deterministic ? at::kLong : acc_dtype),
-                             at::MemoryFormat::ChannelsLast).zero_());
   }
   if (grad_output.numel() == 0 || batch * channels == 0) {
     for (at::Tensor& g : grads) {
@@ -517,50 +632,49 @@ std::vector<at::Tensor> roi_align_backward_cuda(
     }
     return grads;
   }
-  at::Tensor max_abs;
-  if (deterministic) {
-    max_abs = grad_output.abs().amax().to(at::kFloat);
+  TORCH_CHECK(num_rois <= std::numeric_limits<int32_t>::max(), "mmops::roi_align backward: at most 2^31 - 1 rois, got ",
+              num_rois);
+  // Channels innermost, so that a warp's lanes read 32 channels of one bin at once.
+  at::Tensor grad_t = at::empty({num_rois, bins, channels}, options.dtype(acc_dtype));
+  at::Tensor argmax_t;
+  if (max_mode) {
+    argmax_t = at::empty({num_rois, bins, channels}, argmax.options());
+    transpose(argmax.const_data_ptr<int32_t>(), argmax_t.mutable_data_ptr<int32_t>(), num_rois, channels, bins,
+              stream);
   }
   AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, dtype, "mmops::roi_align backward (CUDA)", [&] {
     using acc_t = at::opmath_type<scalar_t>;
-    auto scatter_into = [&](auto sum_tag) {
-      using sum_t = typename decltype(sum_tag)::type;
-      LevelTable<sum_t> levels{};
-      for (size_t l = 0; l < sums.size(); ++l) {
-        levels.data[l] = sums[l].mutable_data_ptr<sum_t>();
-        levels.height[l] = sums[l].size(2);
-        levels.width[l] = sums[l].size(3);
-      }
-      // Vectors of 2 channels need even channel counts; the buffers are fresh, so aligned.
-      const bool vectorized = channels % channel_vector<scalar_t>() == 0;
-      launch_variant<scalar_t>(vectorized, max_mode, [&](auto vec_tag, auto max_tag) {
-        constexpr int VEC = decltype(vec_tag)::value;
-        constexpr bool kMax = decltype(max_tag)::value;
-        const dim3 grid(num_rois, (channels + 32 * VEC - 1) / (32 * VEC));
-        backward_kernel<scalar_t, sum_t, VEC, kMax><<<grid, kThreads, 0, stream>>>(
-            grad_output.const_data_ptr<scalar_t>(), rois.const_data_ptr<scalar_t>(),
-            kMax ? argmax.const_data_ptr<int32_t>() : nullptr, levels,
-            deterministic ? max_abs.const_data_ptr<float>() : nullptr, batch, channels, params);
-        C10_CUDA_KERNEL_LAUNCH_CHECK();
-      });
-    };
-    if (deterministic) {
-      scatter_into(std::type_identity<int64_t>{});
-      for (at::Tensor& sum : sums) {
-        at::Tensor values = at::empty(sum.sizes(), options.dtype(acc_dtype), at::MemoryFormat::ChannelsLast);
-        fixed_point_to_value_kernel<acc_t><<<blocks_for(values.numel()), kThreads, 0, stream>>>(
-            sum.const_data_ptr<int64_t>(), values.mutable_data_ptr<acc_t>(), values.numel(),
-            max_abs.const_data_ptr<float>(), static_cast<double>(num_rois) * bins);
-        C10_CUDA_KERNEL_LAUNCH_CHECK();
-        sum = values;
-      }
-    } else {
-      scatter_into(std::type_identity<acc_t>{});
+    constexpr int TW = gather_tile_width<acc_t>();
+    transpose(grad_output.const_data_ptr<scalar_t>(), grad_t.mutable_data_ptr<acc_t>(), num_rois, channels, bins,
+              stream);
+    GatherTable<scalar_t> table{};
+    int64_t tiles = 0;
+    for (size_t l = 0; l < grads.size(); ++l) {
+      const int64_t height = grads[l].size(2), width = grads[l].size(3);
+      table.data[l] = grads[l].mutable_data_ptr<scalar_t>();
+      table.height[l] = height;
+      table.width[l] = width;
+      table.tiles_x[l] = (width + TW - 1) / TW;
+      table.tiles_per_image[l] = (height + kGatherRows - 1) / kGatherRows * table.tiles_x[l];
+      table.first_tile[l] = tiles;
+      tiles += batch * table.tiles_per_image[l];
     }
-    // One pass per map converts the layout (channels-last -> NCHW) and the dtype.
-    for (size_t l = 0; l < sums.size(); ++l) {
-      transpose(sums[l].const_data_ptr<acc_t>(), grads[l].mutable_data_ptr<scalar_t>(), batch,
-                sums[l].size(2) * sums[l].size(3), channels, stream);
+    if (tiles == 0) {
+      return;  // every map is empty
+    }
+    const dim3 grid(tiles, (channels + kGatherChannels - 1) / kGatherChannels);
+    TORCH_CHECK(grid.y <= 65535, "mmops::roi_align backward: too many channels (", channels, ")");
+    auto launch = [&](auto max_tag) {
+      constexpr bool kMax = decltype(max_tag)::value;
+      gather_backward_kernel<scalar_t, TW, kMax><<<grid, kThreads, 0, stream>>>(
+          grad_t.const_data_ptr<acc_t>(), kMax ? argmax_t.const_data_ptr<int32_t>() : nullptr,
+          rois.const_data_ptr<scalar_t>(), num_rois, table, batch, channels, params);
+      C10_CUDA_KERNEL_LAUNCH_CHECK();
+    };
+    if (max_mode) {
+      launch(std::true_type{});
+    } else {
+      launch(std::false_type{});
     }
   });
   return grads;

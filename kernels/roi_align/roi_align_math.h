@@ -123,16 +123,31 @@ struct RoiSource {
   RoiBox<T> box;
 };
 
+// values[index] for a small array indexed at run time. Written as an unrolled
+// select so that a kernel-parameter array stays in the parameter bank: a
+// run-time index would make every CUDA thread copy the array to local memory.
+template <typename T, int N>
+C10_HOST_DEVICE inline T select_entry(const T (&values)[N], int index) {
+  T chosen = values[0];
+#ifdef __CUDA_ARCH__
+#pragma unroll
+#endif
+  for (int i = 1; i < N; ++i) {
+    chosen = i == index ? values[i] : chosen;
+  }
+  return chosen;
+}
+
 // roi = (batch_index, x1, y1, x2, y2) in image coordinates.
-template <typename T>
+template <typename T, int N>
 C10_HOST_DEVICE inline RoiSource<T> locate_roi(
-    T batch_value, T x1, T y1, T x2, T y2, int64_t batch_size, const double* spatial_scales,
+    T batch_value, T x1, T y1, T x2, T y2, int64_t batch_size, const double (&spatial_scales)[N],
     int num_levels, double finest_scale, bool aligned, int64_t pooled_h, int64_t pooled_w,
     int64_t sampling_ratio) {
   RoiSource<T> s;
   s.level = roi_level(x1, y1, x2, y2, static_cast<T>(finest_scale), num_levels);
-  s.box = make_roi_box(x1, y1, x2, y2, static_cast<T>(spatial_scales[s.level]), aligned,
-                       pooled_h, pooled_w, sampling_ratio);
+  s.box = make_roi_box(x1, y1, x2, y2, static_cast<T>(select_entry(spatial_scales, s.level)),
+                       aligned, pooled_h, pooled_w, sampling_ratio);
   s.batch = s.box.valid ? batch_index(batch_value, batch_size) : -1;
   return s;
 }
@@ -228,27 +243,6 @@ struct MaxTracker {
     return index < 0 ? T(0) : best;
   }
 };
-
-// Deterministic gradient sums add int64 fixed-point values, round(value * scale),
-// so that their total does not depend on the order of the adds. Every output
-// bin hands out at most |grad| in total (its weights sum to at most 1), so with
-// `adds_bound` bins of at most max_abs each, |total| < max_abs * adds_bound;
-// the scale is the largest power of two that keeps that under 2^62. NaN when
-// max_abs is not finite (no fixed point represents it).
-C10_HOST_DEVICE inline double fixed_point_scale(float max_abs, double adds_bound) {
-  if (max_abs == 0.0f) {
-    return 1.0;
-  }
-  if (!is_finite(max_abs)) {
-    return NAN;
-  }
-  const double bound = static_cast<double>(max_abs) * (adds_bound > 1.0 ? adds_bound : 1.0);
-#ifdef __CUDA_ARCH__
-  return exp2(floor(62.0 - log2(bound)));
-#else
-  return std::exp2(std::floor(62.0 - std::log2(bound)));
-#endif
-}
 
 } // namespace roi_align_math
 } // namespace mmops
