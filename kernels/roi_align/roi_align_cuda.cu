@@ -1,30 +1,35 @@
 // CUDA kernels of roi_align.
 //
 // Forward. The kernel reads features channels-last ([N, H, W, C] in memory),
-// so that the 32 lanes of a warp fetch one bilinear tap for 32 (or 64)
-// consecutive channels with one coalesced load; an NCHW input is transposed
-// once first. One block handles one roi and one chunk of channels:
+// so that the lanes of a warp fetch one bilinear tap for 32 x VEC consecutive
+// channels with one coalesced load (VEC channels per lane, 16 or 8 bytes);
+// an NCHW input is transposed once first. One block handles one roi and one
+// chunk of channels:
 //   * the per-axis bilinear taps of the roi's samples are computed once into
 //     shared memory (the weights are separable) and reused by every channel;
-//   * warps walk the bins, lanes the channels; the taps of several samples
-//     are loaded before any is used, so that many loads are in flight (the
-//     kernel is bound by load latency, not by arithmetic);
+//   * warps walk the bins, lanes the channels; wide per-lane vectors keep the
+//     per-sample index arithmetic (which bounds this kernel) small per channel,
+//     and the taps of two samples are loaded before either is used;
 //   * results go through a shared tile so that the NCHW output [K, C, PH, PW]
 //     is written coalesced.
-// Backward (gather). Instead of scattering atomic adds, every gradient value
-// is owned by one thread that sums, in a fixed order, the contributions of
-// the samples that touch it. A block owns a tile of 8 rows x 32 (16 for
-// double) pixels of one image and 32 channels; warp w owns tile row w and lane
-// l channel l. The block examines every roi (culled by its footprint), and
-// each warp adds the samples whose taps fall on its row into a shared tile,
-// which is then written to the NCHW gradient once. No atomics, no zero-fill,
-// no accumulation buffer, no layout pass, and the result is bitwise
-// repeatable, so deterministic mode costs nothing extra.
+// Backward, default: the same blocks read grad_output through the tile and
+// scatter into a channels-last float (double) accumulation buffer with
+// coalesced atomic adds, four channels per add on sm_90 (vector atomics); one
+// pass then converts the buffer to the NCHW gradient.
+// Backward, deterministic (torch.use_deterministic_algorithms): a gather.
+// Every gradient value is owned by one thread that sums, in a fixed order, the
+// contributions of the samples that touch it. A block owns a tile of 8 rows x
+// 32 (16 for double) pixels of one image and 32 channels; warp w owns tile row
+// w and lane l channel l. The block examines every roi (culled by its
+// footprint) and each warp adds the samples whose taps fall on its row into a
+// shared tile, written once to the NCHW gradient. No atomics: bitwise
+// repeatable.
 // A roi whose batch index is out of range pools zeros and gets no gradient.
 
 #include "roi_align/roi_align_kernels.h"
 #include "roi_align/roi_align_math.h"
 
+#include <ATen/Context.h>
 #include <ATen/Dispatch.h>
 #include <ATen/OpMathType.h>
 #include <ATen/ops/empty.h>
@@ -61,11 +66,12 @@ __device__ inline T larger(T a, T b) {
   return a > b ? a : b;
 }
 
-// VEC consecutive channels travel together: 2 for 16-bit types so that a warp
-// moves 128 bytes per tap, as it does with 32 floats.
+// VEC consecutive channels travel together in one load: 16 bytes for float
+// and double, 8 for half/bfloat16 (whose float accumulators would otherwise
+// need too many registers).
 template <typename scalar_t>
 constexpr int channel_vector() {
-  return sizeof(scalar_t) == 2 ? 2 : 1;
+  return sizeof(scalar_t) == 8 ? 2 : 4;
 }
 
 template <typename scalar_t, int VEC>
@@ -73,11 +79,12 @@ struct alignas(sizeof(scalar_t) * VEC) Pack {
   scalar_t v[VEC];
 };
 
-// A read-only (non-coherent cache) load of a Pack of 2, 4 or 8 bytes.
+// A read-only (non-coherent cache) load of a Pack of 2 to 16 bytes.
 template <typename P>
 __device__ inline P load_readonly(const P* address) {
   using Bits = std::conditional_t<sizeof(P) == 2, unsigned short,
-               std::conditional_t<sizeof(P) == 4, unsigned int, unsigned long long>>;
+               std::conditional_t<sizeof(P) == 4, unsigned int,
+               std::conditional_t<sizeof(P) == 8, uint2, uint4>>>;
   static_assert(sizeof(Bits) == sizeof(P), "unexpected pack size");
   const Bits bits = __ldg(reinterpret_cast<const Bits*>(address));
   P value;
@@ -154,23 +161,57 @@ __device__ inline AxisTap<acc_t> x_tap(const BlockRoi<acc_t>& r, const AxisTap<a
                   : axis_tap(sample_coord(r.box.start_x, r.box.bin_w, pw, ix, r.box.grid_w), r.width);
 }
 
-// Shared tile: kBinChunk bins x (32 * VEC) channels, padded against bank conflicts.
-template <typename acc_t, int VEC>
+// Shared tile: kBinChunk bins x (32 * VEC) channels, padded against bank
+// conflicts; the argmax part only in max mode.
+template <typename acc_t, int VEC, bool kMax>
 struct Tile {
   static constexpr int kChannels = 32 * VEC;
   static constexpr int kStride = kChannels + 1;
   acc_t value[kBinChunk * kStride];
-  int32_t argmax[kBinChunk * kStride];
+  int32_t argmax[kMax ? kBinChunk * kStride : 1];
   __device__ inline int at(int bin, int channel) const { return bin * kStride + channel; }
 };
 
+// Loads the four taps of one sample for VEC channels (nothing when the sample
+// is outside the map: zero weights).
+template <typename PackT, typename acc_t>
+struct SampleLoad {
+  PackT px[4];
+  acc_t w[4];
+};
+
+template <typename PackT, typename acc_t>
+__device__ inline SampleLoad<PackT, acc_t> load_sample(const PackT* pixels, int64_t pixel_stride,
+                                                       int64_t width, const AxisTap<acc_t>& ty,
+                                                       const AxisTap<acc_t>& tx, bool wanted) {
+  SampleLoad<PackT, acc_t> s;
+  const bool valid = wanted && ty.valid && tx.valid;
+  const Corners<acc_t> cr = corners(ty, tx, width);
+#pragma unroll
+  for (int j = 0; j < 4; ++j) {
+    s.w[j] = valid ? cr.weight[j] : acc_t(0);
+    s.px[j] = valid ? load_readonly(pixels + cr.offset[j] * pixel_stride) : PackT{};
+  }
+  return s;
+}
+
+template <typename acc_t, typename PackT, int VEC>
+__device__ inline acc_t sample_value(const SampleLoad<PackT, acc_t>& s, int v) {
+  acc_t value = acc_t(0);
+#pragma unroll
+  for (int j = 0; j < 4; ++j) {
+    value += s.w[j] * static_cast<acc_t>(s.px[j].v[v]);
+  }
+  return value;
+}
+
 template <typename scalar_t, int VEC, bool kMax>
-__global__ void __launch_bounds__(kThreads, sizeof(scalar_t) == 8 ? 1 : 3) forward_kernel(
+__global__ void __launch_bounds__(kThreads) forward_kernel(
     const LevelTable<const scalar_t> levels,  // each [N, H_l, W_l, C]
     const scalar_t* __restrict__ rois, scalar_t* __restrict__ output,  // [K, C, PH, PW]
     int32_t* __restrict__ argmax, int64_t batch, int64_t channels, RoIAlignParams p) {
   using acc_t = at::opmath_type<scalar_t>;
-  using TileT = Tile<acc_t, VEC>;
+  using TileT = Tile<acc_t, VEC, kMax>;
   using PackT = Pack<scalar_t, VEC>;
   __shared__ AxisTap<acc_t> ytaps[kMaxTaps];
   __shared__ AxisTap<acc_t> xtaps[kMaxTaps];
@@ -183,8 +224,7 @@ __global__ void __launch_bounds__(kThreads, sizeof(scalar_t) == 8 ? 1 : 3) forwa
   const int64_t chunk_channels = smaller<int64_t>(TileT::kChannels, channels - c0);
   const BlockRoi<acc_t> r = setup_roi(rois, k, batch, levels, p, ytaps, xtaps);
   const int gh = r.box.grid_h, gw = r.box.grid_w;
-  const int samples = gh * gw;
-  const acc_t inv_count = samples > 0 ? acc_t(1) / static_cast<acc_t>(samples) : acc_t(0);
+  const acc_t inv_count = gh * gw > 0 ? acc_t(1) / static_cast<acc_t>(gh * gw) : acc_t(0);
   const int64_t c = c0 + lane * VEC;
   const int64_t width = r.width;
   const PackT* pixels = reinterpret_cast<const PackT*>(
@@ -202,40 +242,26 @@ __global__ void __launch_bounds__(kThreads, sizeof(scalar_t) == 8 ? 1 : 3) forwa
       for (int v = 0; v < VEC; ++v) {
         sum[v] = acc_t(0);
       }
-      for (int s0 = 0; active && s0 < samples; s0 += kSampleBatch) {
-        // All loads of the batch first, then the arithmetic: in-order issue
-        // would otherwise wait for each sample's loads before the next.
-        PackT px[kSampleBatch][4];
-        acc_t w[kSampleBatch][4];
-#pragma unroll
-        for (int u = 0; u < kSampleBatch; ++u) {
-          const int s = s0 + u;
-          const bool in_bin = s < samples;
-          const AxisTap<acc_t> ty = y_tap(r, ytaps, ph, in_bin ? s / gw : 0);
-          const AxisTap<acc_t> tx = x_tap(r, xtaps, pw, in_bin ? s % gw : 0);
-          const bool valid = in_bin && ty.valid && tx.valid;
-          const Corners<acc_t> cr = corners(ty, tx, width);
-#pragma unroll
-          for (int j = 0; j < 4; ++j) {
-            w[u][j] = valid ? cr.weight[j] : acc_t(0);
-            px[u][j] = valid ? load_readonly(pixels + cr.offset[j] * pixel_stride) : PackT{};
-          }
-        }
-#pragma unroll
-        for (int u = 0; u < kSampleBatch; ++u) {
+      for (int iy = 0; active && iy < gh; ++iy) {
+        const AxisTap<acc_t> ty = y_tap(r, ytaps, ph, iy);
+        for (int ix = 0; ix < gw; ix += 2) {
+          // Two samples' loads are issued before either is used.
+          const bool second = ix + 1 < gw;
+          const auto a = load_sample(pixels, pixel_stride, width, ty, x_tap(r, xtaps, pw, ix), true);
+          const auto b = load_sample(pixels, pixel_stride, width, ty,
+                                     x_tap(r, xtaps, pw, second ? ix + 1 : ix), second);
 #pragma unroll
           for (int v = 0; v < VEC; ++v) {
-            acc_t value = acc_t(0);
-#pragma unroll
-            for (int j = 0; j < 4; ++j) {
-              value += w[u][j] * static_cast<acc_t>(px[u][j].v[v]);
-            }
+            const acc_t va = sample_value<acc_t, PackT, VEC>(a, v);
+            const acc_t vb = sample_value<acc_t, PackT, VEC>(b, v);
             if (kMax) {
-              if (s0 + u < samples) {
-                tracker[v].update(value, s0 + u);
+              tracker[v].update(va, iy * gw + ix);
+              if (second) {
+                tracker[v].update(vb, iy * gw + ix + 1);
               }
             } else {
-              sum[v] += value;  // zero past the last sample
+              sum[v] += va;
+              sum[v] += vb;  // zero without a second sample
             }
           }
         }
@@ -263,7 +289,121 @@ __global__ void __launch_bounds__(kThreads, sizeof(scalar_t) == 8 ? 1 : 3) forwa
 }
 
 // ---------------------------------------------------------------------------
-// Backward (gather)
+// Backward, default (scatter with atomics)
+// ---------------------------------------------------------------------------
+
+// buffer[0..VEC) += values, atomically: one vector atomic for four floats on
+// sm_90 (the buffer is 16-byte aligned there), else one atomic per value.
+template <typename sum_t, int VEC>
+__device__ inline void atomic_add_channels(sum_t* address, const sum_t (&values)[VEC]) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  if constexpr (std::is_same_v<sum_t, float> && VEC == 4) {
+    atomicAdd(reinterpret_cast<float4*>(address), make_float4(values[0], values[1], values[2], values[3]));
+    return;
+  }
+#endif
+#pragma unroll
+  for (int v = 0; v < VEC; ++v) {
+    atomicAdd(address + v, values[v]);
+  }
+}
+
+template <typename scalar_t, int VEC, bool kMax>
+__global__ void __launch_bounds__(kThreads) scatter_backward_kernel(
+    const scalar_t* __restrict__ grad_output,  // [K, C, PH, PW]
+    const scalar_t* __restrict__ rois, const int32_t* __restrict__ argmax,
+    const LevelTable<at::opmath_type<scalar_t>> grad_sums,  // each [N, H_l, W_l, C]
+    int64_t batch, int64_t channels, RoIAlignParams p) {
+  using acc_t = at::opmath_type<scalar_t>;
+  using TileT = Tile<acc_t, VEC, kMax>;
+  __shared__ AxisTap<acc_t> ytaps[kMaxTaps];
+  __shared__ AxisTap<acc_t> xtaps[kMaxTaps];
+  __shared__ TileT tile;
+
+  const int64_t k = blockIdx.x;
+  const int64_t c0 = static_cast<int64_t>(blockIdx.y) * TileT::kChannels;
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  const int64_t bins = p.pooled_height * p.pooled_width;
+  const int64_t chunk_channels = smaller<int64_t>(TileT::kChannels, channels - c0);
+  const BlockRoi<acc_t> r = setup_roi(rois, k, batch, grad_sums, p, ytaps, xtaps);
+  const int gh = r.box.grid_h, gw = r.box.grid_w;
+  if (r.batch < 0 || gh * gw == 0) {
+    return;  // uniform across the block
+  }
+  const acc_t inv_count = acc_t(1) / static_cast<acc_t>(gh * gw);
+  const int64_t c = c0 + lane * VEC;
+  const int64_t width = r.width;
+  acc_t* pixels = select_entry(grad_sums.data, r.level) + (r.batch * r.height * r.width) * channels + c;
+
+  // Adds value * (the sample's bilinear weights) to its four taps.
+  auto scatter = [&](const AxisTap<acc_t>& ty, const AxisTap<acc_t>& tx, const acc_t (&value)[VEC]) {
+    if (!(ty.valid && tx.valid)) {
+      return;
+    }
+    const Corners<acc_t> cr = corners(ty, tx, width);
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      acc_t add[VEC];
+#pragma unroll
+      for (int v = 0; v < VEC; ++v) {
+        add[v] = value[v] * cr.weight[j];
+      }
+      atomic_add_channels<acc_t, VEC>(pixels + cr.offset[j] * channels, add);
+    }
+  };
+
+  for (int64_t bin0 = 0; bin0 < bins; bin0 += kBinChunk) {
+    const int64_t chunk_bins = smaller<int64_t>(kBinChunk, bins - bin0);
+    for (int i = threadIdx.x; i < chunk_channels * chunk_bins; i += kThreads) {
+      const int cl = i / chunk_bins, bl = i % chunk_bins;
+      const int64_t o = ((k * channels) + c0 + cl) * bins + bin0 + bl;
+      tile.value[tile.at(bl, cl)] = static_cast<acc_t>(grad_output[o]);
+      if (kMax) {
+        tile.argmax[tile.at(bl, cl)] = argmax[o];
+      }
+    }
+    __syncthreads();
+    if (c < channels) {
+      for (int bl = warp; bl < chunk_bins; bl += kWarps) {
+        const int64_t ph = (bin0 + bl) / p.pooled_width, pw = (bin0 + bl) % p.pooled_width;
+        if (kMax) {
+          // Each channel's gradient goes to its own winning sample.
+#pragma unroll
+          for (int v = 0; v < VEC; ++v) {
+            const int s = tile.argmax[tile.at(bl, lane * VEC + v)];
+            if (s >= 0 && s < gh * gw) {
+              const AxisTap<acc_t> ty = y_tap(r, ytaps, ph, s / gw), tx = x_tap(r, xtaps, pw, s % gw);
+              if (ty.valid && tx.valid) {
+                const Corners<acc_t> cr = corners(ty, tx, width);
+                const acc_t g = tile.value[tile.at(bl, lane * VEC + v)];
+#pragma unroll
+                for (int j = 0; j < 4; ++j) {
+                  atomicAdd(pixels + cr.offset[j] * channels + v, g * cr.weight[j]);
+                }
+              }
+            }
+          }
+        } else {
+          acc_t g_sample[VEC];
+#pragma unroll
+          for (int v = 0; v < VEC; ++v) {
+            g_sample[v] = tile.value[tile.at(bl, lane * VEC + v)] * inv_count;
+          }
+          for (int iy = 0; iy < gh; ++iy) {
+            const AxisTap<acc_t> ty = y_tap(r, ytaps, ph, iy);
+            for (int ix = 0; ix < gw; ++ix) {
+              scatter(ty, x_tap(r, xtaps, pw, ix), g_sample);
+            }
+          }
+        }
+      }
+    }
+    __syncthreads();
+  }
+}
+
+// ---------------------------------------------------------------------------
+// Backward, deterministic (gather)
 // ---------------------------------------------------------------------------
 
 constexpr int kGatherRows = kWarps;  // tile rows: one per warp
@@ -607,6 +747,97 @@ std::tuple<at::Tensor, at::Tensor> roi_align_forward_cuda(
   return {output, argmax};
 }
 
+namespace {
+
+// Default backward: atomics into channels-last float (double) buffers, then
+// one pass per map to the NCHW gradient in the input's dtype.
+template <typename scalar_t>
+void scatter_backward(const at::Tensor& grad_output, const at::Tensor& rois, const at::Tensor& argmax,
+                      std::vector<at::Tensor>& grads, const RoIAlignParams& params, cudaStream_t stream) {
+  using acc_t = at::opmath_type<scalar_t>;
+  const int64_t num_rois = rois.size(0), batch = grads.front().size(0), channels = grads.front().size(1);
+  // at::zeros would drop the channels-last memory format.
+  std::vector<at::Tensor> sums;
+  LevelTable<acc_t> levels{};
+  for (size_t l = 0; l < grads.size(); ++l) {
+    sums.push_back(at::empty(grads[l].sizes(), grads[l].options().dtype(c10::CppTypeToScalarType<acc_t>::value),
+                             at::MemoryFormat::ChannelsLast).zero_());
+    levels.data[l] = sums[l].mutable_data_ptr<acc_t>();
+    levels.height[l] = grads[l].size(2);
+    levels.width[l] = grads[l].size(3);
+  }
+  // The buffers are fresh (aligned): vectors need only a channel count they divide.
+  const bool vectorized = channels % channel_vector<scalar_t>() == 0;
+  launch_variant<scalar_t>(vectorized, params.pool_mode == PoolMode::Max, [&](auto vec_tag, auto max_tag) {
+    constexpr int VEC = decltype(vec_tag)::value;
+    constexpr bool kMax = decltype(max_tag)::value;
+    const dim3 grid(num_rois, (channels + 32 * VEC - 1) / (32 * VEC));
+    scatter_backward_kernel<scalar_t, VEC, kMax><<<grid, kThreads, 0, stream>>>(
+        grad_output.const_data_ptr<scalar_t>(), rois.const_data_ptr<scalar_t>(),
+        kMax ? argmax.const_data_ptr<int32_t>() : nullptr, levels, batch, channels, params);
+    C10_CUDA_KERNEL_LAUNCH_CHECK();
+  });
+  for (size_t l = 0; l < grads.size(); ++l) {
+    transpose(sums[l].const_data_ptr<acc_t>(), grads[l].mutable_data_ptr<scalar_t>(), batch,
+              sums[l].size(2) * sums[l].size(3), channels, stream);
+  }
+}
+
+// Deterministic backward: the gather kernel writes every gradient value once.
+template <typename scalar_t>
+void gather_backward(const at::Tensor& grad_output, const at::Tensor& rois, const at::Tensor& argmax,
+                     std::vector<at::Tensor>& grads, const RoIAlignParams& params, cudaStream_t stream) {
+  using acc_t = at::opmath_type<scalar_t>;
+  constexpr int TW = gather_tile_width<acc_t>();
+  const int64_t num_rois = rois.size(0), batch = grads.front().size(0), channels = grads.front().size(1);
+  const int64_t bins = params.pooled_height * params.pooled_width;
+  const bool max_mode = params.pool_mode == PoolMode::Max;
+  TORCH_CHECK(num_rois <= std::numeric_limits<int32_t>::max(),
+              "mmops::roi_align backward: at most 2^31 - 1 rois, got ", num_rois);
+  // Channels innermost, so that a warp's lanes read 32 channels of one bin at once.
+  at::Tensor grad_t = at::empty({num_rois, bins, channels},
+                                grad_output.options().dtype(c10::CppTypeToScalarType<acc_t>::value));
+  transpose(grad_output.const_data_ptr<scalar_t>(), grad_t.mutable_data_ptr<acc_t>(), num_rois, channels, bins,
+            stream);
+  at::Tensor argmax_t;
+  if (max_mode) {
+    argmax_t = at::empty({num_rois, bins, channels}, argmax.options());
+    transpose(argmax.const_data_ptr<int32_t>(), argmax_t.mutable_data_ptr<int32_t>(), num_rois, channels, bins,
+              stream);
+  }
+  GatherTable<scalar_t> table{};
+  int64_t tiles = 0;
+  for (size_t l = 0; l < grads.size(); ++l) {
+    const int64_t height = grads[l].size(2), width = grads[l].size(3);
+    table.data[l] = grads[l].mutable_data_ptr<scalar_t>();
+    table.height[l] = height;
+    table.width[l] = width;
+    table.tiles_x[l] = (width + TW - 1) / TW;
+    table.tiles_per_image[l] = (height + kGatherRows - 1) / kGatherRows * table.tiles_x[l];
+    table.first_tile[l] = tiles;
+    tiles += batch * table.tiles_per_image[l];
+  }
+  if (tiles == 0) {
+    return;  // every map is empty
+  }
+  const dim3 grid(tiles, (channels + kGatherChannels - 1) / kGatherChannels);
+  TORCH_CHECK(grid.y <= 65535, "mmops::roi_align backward: too many channels (", channels, ")");
+  auto launch = [&](auto max_tag) {
+    constexpr bool kMax = decltype(max_tag)::value;
+    gather_backward_kernel<scalar_t, TW, kMax><<<grid, kThreads, 0, stream>>>(
+        grad_t.const_data_ptr<acc_t>(), kMax ? argmax_t.const_data_ptr<int32_t>() : nullptr,
+        rois.const_data_ptr<scalar_t>(), num_rois, table, batch, channels, params);
+    C10_CUDA_KERNEL_LAUNCH_CHECK();
+  };
+  if (max_mode) {
+    launch(std::true_type{});
+  } else {
+    launch(std::false_type{});
+  }
+}
+
+} // namespace
+
 std::vector<at::Tensor> roi_align_backward_cuda(
     const at::Tensor& grad_output_, const at::Tensor& rois_, const at::Tensor& argmax_,
     const std::vector<std::vector<int64_t>>& feature_shapes, const RoIAlignParams& params) {
@@ -616,15 +847,10 @@ std::vector<at::Tensor> roi_align_backward_cuda(
   const at::Tensor rois = rois_.contiguous();
   const bool max_mode = params.pool_mode == PoolMode::Max;
   const at::Tensor argmax = max_mode ? argmax_.contiguous() : argmax_;
-  const auto dtype = grad_output.scalar_type();
-  const auto acc_dtype = (dtype == at::kHalf || dtype == at::kBFloat16) ? at::kFloat : dtype;
-  const auto options = grad_output.options();
-  const int64_t num_rois = rois.size(0);
   const int64_t batch = feature_shapes.front()[0], channels = feature_shapes.front()[1];
-  const int64_t bins = params.pooled_height * params.pooled_width;
   std::vector<at::Tensor> grads;
   for (const auto& shape : feature_shapes) {
-    grads.push_back(at::empty(shape, options));
+    grads.push_back(at::empty(shape, grad_output.options()));
   }
   if (grad_output.numel() == 0 || batch * channels == 0) {
     for (at::Tensor& g : grads) {
@@ -632,49 +858,13 @@ std::vector<at::Tensor> roi_align_backward_cuda(
     }
     return grads;
   }
-  TORCH_CHECK(num_rois <= std::numeric_limits<int32_t>::max(), "mmops::roi_align backward: at most 2^31 - 1 rois, got ",
-              num_rois);
-  // Channels innermost, so that a warp's lanes read 32 channels of one bin at once.
-  at::Tensor grad_t = at::empty({num_rois, bins, channels}, options.dtype(acc_dtype));
-  at::Tensor argmax_t;
-  if (max_mode) {
-    argmax_t = at::empty({num_rois, bins, channels}, argmax.options());
-    transpose(argmax.const_data_ptr<int32_t>(), argmax_t.mutable_data_ptr<int32_t>(), num_rois, channels, bins,
-              stream);
-  }
-  AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, dtype, "mmops::roi_align backward (CUDA)", [&] {
-    using acc_t = at::opmath_type<scalar_t>;
-    constexpr int TW = gather_tile_width<acc_t>();
-    transpose(grad_output.const_data_ptr<scalar_t>(), grad_t.mutable_data_ptr<acc_t>(), num_rois, channels, bins,
-              stream);
-    GatherTable<scalar_t> table{};
-    int64_t tiles = 0;
-    for (size_t l = 0; l < grads.size(); ++l) {
-      const int64_t height = grads[l].size(2), width = grads[l].size(3);
-      table.data[l] = grads[l].mutable_data_ptr<scalar_t>();
-      table.height[l] = height;
-      table.width[l] = width;
-      table.tiles_x[l] = (width + TW - 1) / TW;
-      table.tiles_per_image[l] = (height + kGatherRows - 1) / kGatherRows * table.tiles_x[l];
-      table.first_tile[l] = tiles;
-      tiles += batch * table.tiles_per_image[l];
-    }
-    if (tiles == 0) {
-      return;  // every map is empty
-    }
-    const dim3 grid(tiles, (channels + kGatherChannels - 1) / kGatherChannels);
-    TORCH_CHECK(grid.y <= 65535, "mmops::roi_align backward: too many channels (", channels, ")");
-    auto launch = [&](auto max_tag) {
-      constexpr bool kMax = decltype(max_tag)::value;
-      gather_backward_kernel<scalar_t, TW, kMax><<<grid, kThreads, 0, stream>>>(
-          grad_t.const_data_ptr<acc_t>(), kMax ? argmax_t.const_data_ptr<int32_t>() : nullptr,
-          rois.const_data_ptr<scalar_t>(), num_rois, table, batch, channels, params);
-      C10_CUDA_KERNEL_LAUNCH_CHECK();
-    };
-    if (max_mode) {
-      launch(std::true_type{});
+  const bool deterministic = at::globalContext().deterministicAlgorithms();
+  AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, grad_output.scalar_type(),
+                                  "mmops::roi_align backward (CUDA)", [&] {
+    if (deterministic) {
+      gather_backward<scalar_t>(grad_output, rois, argmax, grads, params, stream);
     } else {
-      launch(std::false_type{});
+      scatter_backward<scalar_t>(grad_output, rois, argmax, grads, params, stream);
     }
   });
   return grads;
