@@ -19,8 +19,8 @@
 // Backward, deterministic (torch.use_deterministic_algorithms): a gather.
 // Every gradient value is owned by one thread that sums, in a fixed order, the
 // contributions of the samples that touch it. A block owns a tile of 8 rows x
-// 32 (16 for double) pixels of one image and 32 channels; warp w owns tile row
-// w and lane l channel l. The block examines every roi (culled by its
+// 32 pixels of one image and 64 channels (32 for double); warp w owns tile row
+// w and lane l channels l and l + 32. The block examines every roi (culled by its
 // footprint) and each warp adds the samples whose taps fall on its row into a
 // shared tile, written once to the NCHW gradient. No atomics: bitwise
 // repeatable.
@@ -407,11 +407,31 @@ __global__ void __launch_bounds__(kThreads) scatter_backward_kernel(
 // ---------------------------------------------------------------------------
 
 constexpr int kGatherRows = kWarps;  // tile rows: one per warp
-constexpr int kGatherChannels = 32;  // tile channels: one per lane
+constexpr int kGatherWidth = 32;     // tile columns
+
+// Channels per lane: each roi found near a tile is scanned once per block, so
+// more channels per block means less scanning per gradient value. The tile
+// is 8 x 32 pixels x 64 channels of float (x 32 channels of double), 66 KB.
+template <typename acc_t>
+constexpr int gather_vector() {
+  return sizeof(acc_t) == 8 ? 1 : 2;
+}
 
 template <typename acc_t>
-constexpr int gather_tile_width() {
-  return sizeof(acc_t) == 8 ? 16 : 32;  // keeps the double tile at 33 KB too
+constexpr int gather_channels() {
+  return 32 * gather_vector<acc_t>();
+}
+
+// acc[row][x][v * 32 + lane]; the padding makes the write-out (threads along
+// x) conflict-free, and lanes on consecutive channels are too.
+template <typename acc_t>
+constexpr int gather_stride() {
+  return gather_channels<acc_t>() + 1;
+}
+
+template <typename acc_t>
+constexpr size_t gather_smem_bytes() {
+  return sizeof(acc_t) * kGatherRows * kGatherWidth * gather_stride<acc_t>();
 }
 
 // Gradient maps, NCHW, and how the grid's tiles are numbered: level l's
@@ -448,15 +468,18 @@ __device__ inline bool may_touch(const RoiBox<acc_t>& box, int64_t pooled_h, int
          hi_x >= static_cast<acc_t>(x0) && lo_x < static_cast<acc_t>(x1);
 }
 
-template <typename scalar_t, int TW, bool kMax>
+template <typename scalar_t, bool kMax>
 __global__ void __launch_bounds__(kThreads) gather_backward_kernel(
     const at::opmath_type<scalar_t>* __restrict__ grad_t,  // [K, PH*PW, C]
     const int32_t* __restrict__ argmax_t,                  // [K, PH*PW, C] (max mode)
     const scalar_t* __restrict__ rois, int64_t num_rois,
     const GatherTable<scalar_t> table, int64_t batch, int64_t channels, RoIAlignParams p) {
   using acc_t = at::opmath_type<scalar_t>;
-  constexpr int kStride = kGatherChannels + 1;  // padding: conflict-free reads across x
-  __shared__ acc_t acc[kGatherRows][TW][kStride];
+  constexpr int TW = kGatherWidth;
+  constexpr int VEC = gather_vector<acc_t>();
+  constexpr int kStride = gather_stride<acc_t>();
+  extern __shared__ __align__(16) unsigned char gather_smem[];
+  acc_t* acc = reinterpret_cast<acc_t*>(gather_smem);  // [kGatherRows][TW][kStride]
   __shared__ ListedRoi<acc_t> listed[kThreads];
   __shared__ int warp_counts[kWarps];
 
@@ -477,13 +500,17 @@ __global__ void __launch_bounds__(kThreads) gather_backward_kernel(
   const int64_t x0 = (local % tiles_per_image) % tiles_x * TW;
 
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-  const int64_t c = static_cast<int64_t>(blockIdx.y) * kGatherChannels + lane;
-  const bool has_channel = c < channels;
+  const int64_t c0 = static_cast<int64_t>(blockIdx.y) * gather_channels<acc_t>();
+  const int64_t c = c0 + lane;  // and c + 32 * v
   const int64_t row = y0 + warp;  // the tile row this warp owns
   const int64_t bins = p.pooled_height * p.pooled_width;
 
+  acc_t* my_row = acc + warp * TW * kStride + lane;  // acc[warp][x][v * 32 + lane]
   for (int x = 0; x < TW; ++x) {
-    acc[warp][x][lane] = acc_t(0);
+#pragma unroll
+    for (int v = 0; v < VEC; ++v) {
+      my_row[x * kStride + v * 32] = acc_t(0);
+    }
   }
 
   for (int64_t r0 = 0; r0 < num_rois; r0 += kThreads) {
@@ -557,24 +584,28 @@ __global__ void __launch_bounds__(kThreads) gather_backward_kernel(
               const acc_t w_lo = __shfl_sync(0xffffffffu, t.w_lo, m);
               const acc_t w_hi = __shfl_sync(0xffffffffu, t.w_hi, m);
               const int pw = (sx0 + m) / gw, ix = (sx0 + m) % gw;
-              if (!has_channel) {
-                continue;
-              }
               const int64_t at_bin = roi_grads + (ph * p.pooled_width + pw) * channels;
-              acc_t g;
-              if (kMax) {
-                if (argmax_t[at_bin] != iy * gw + ix) {
-                  continue;  // not this channel's winning sample
+              const acc_t weight_lo = weight_y * w_lo, weight_hi = weight_y * w_hi;
+#pragma unroll
+              for (int v = 0; v < VEC; ++v) {
+                if (c + 32 * v >= channels) {
+                  continue;
                 }
-                g = grad_t[at_bin];
-              } else {
-                g = grad_t[at_bin] * inv_count;
-              }
-              if (x_lo >= 0 && x_lo < TW) {
-                acc[warp][x_lo][lane] += g * (weight_y * w_lo);
-              }
-              if (x_hi >= 0 && x_hi < TW) {
-                acc[warp][x_hi][lane] += g * (weight_y * w_hi);
+                acc_t g;
+                if (kMax) {
+                  if (argmax_t[at_bin + 32 * v] != iy * gw + ix) {
+                    continue;  // not this channel's winning sample
+                  }
+                  g = grad_t[at_bin + 32 * v];
+                } else {
+                  g = grad_t[at_bin + 32 * v] * inv_count;
+                }
+                if (x_lo >= 0 && x_lo < TW) {
+                  my_row[x_lo * kStride + v * 32] += g * weight_lo;
+                }
+                if (x_hi >= 0 && x_hi < TW) {
+                  my_row[x_hi * kStride + v * 32] += g * weight_hi;
+                }
               }
             }
           }
@@ -587,11 +618,12 @@ __global__ void __launch_bounds__(kThreads) gather_backward_kernel(
   // 3. The tile to the NCHW gradient: rows of TW consecutive pixels.
   __syncthreads();
   scalar_t* grad = select_entry(table.data, level);
-  for (int i = threadIdx.x; i < kGatherChannels * kGatherRows * TW; i += kThreads) {
+  for (int i = threadIdx.x; i < gather_channels<acc_t>() * kGatherRows * TW; i += kThreads) {
     const int x = i % TW, y = (i / TW) % kGatherRows, cl = i / (TW * kGatherRows);
-    const int64_t cc = static_cast<int64_t>(blockIdx.y) * kGatherChannels + cl;
+    const int64_t cc = c0 + cl;
     if (cc < channels && y0 + y < height && x0 + x < width) {
-      grad[((n * channels + cc) * height + y0 + y) * width + x0 + x] = static_cast<scalar_t>(acc[y][x][cl]);
+      grad[((n * channels + cc) * height + y0 + y) * width + x0 + x] =
+          static_cast<scalar_t>(acc[(y * TW + x) * kStride + cl]);
     }
   }
 }
@@ -788,7 +820,7 @@ template <typename scalar_t>
 void gather_backward(const at::Tensor& grad_output, const at::Tensor& rois, const at::Tensor& argmax,
                      std::vector<at::Tensor>& grads, const RoIAlignParams& params, cudaStream_t stream) {
   using acc_t = at::opmath_type<scalar_t>;
-  constexpr int TW = gather_tile_width<acc_t>();
+  constexpr int TW = kGatherWidth;
   const int64_t num_rois = rois.size(0), batch = grads.front().size(0), channels = grads.front().size(1);
   const int64_t bins = params.pooled_height * params.pooled_width;
   const bool max_mode = params.pool_mode == PoolMode::Max;
@@ -820,11 +852,15 @@ void gather_backward(const at::Tensor& grad_output, const at::Tensor& rois, cons
   if (tiles == 0) {
     return;  // every map is empty
   }
-  const dim3 grid(tiles, (channels + kGatherChannels - 1) / kGatherChannels);
+  const dim3 grid(tiles, (channels + gather_channels<acc_t>() - 1) / gather_channels<acc_t>());
   TORCH_CHECK(grid.y <= 65535, "mmops::roi_align backward: too many channels (", channels, ")");
+  constexpr size_t smem = gather_smem_bytes<acc_t>();
   auto launch = [&](auto max_tag) {
     constexpr bool kMax = decltype(max_tag)::value;
-    gather_backward_kernel<scalar_t, TW, kMax><<<grid, kThreads, 0, stream>>>(
+    // More than the default 48 KB of dynamic shared memory must be asked for.
+    C10_CUDA_CHECK(cudaFuncSetAttribute(gather_backward_kernel<scalar_t, kMax>,
+                                        cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
+    gather_backward_kernel<scalar_t, kMax><<<grid, kThreads, smem, stream>>>(
         grad_t.const_data_ptr<acc_t>(), kMax ? argmax_t.const_data_ptr<int32_t>() : nullptr,
         rois.const_data_ptr<scalar_t>(), num_rois, table, batch, channels, params);
     C10_CUDA_KERNEL_LAUNCH_CHECK();

@@ -978,11 +978,12 @@ def test_cuda_deterministic_backward_is_bitwise_repeatable(pool_mode, dtype):
     for grads in runs[1:]:
         for g, g0 in zip(grads, runs[0]):
             assert torch.equal(g, g0)
-    # the gather backward has no atomics: the default mode is the same computation
+    # default mode scatters with float atomics: equal up to rounding
     _, default = fwd_bwd(feats, rois, go, *args)
+    tol = TOL[dtype] if dtype in (torch.float32, torch.float64) else LOW_TOL[dtype]
     for g, d in zip(runs[0], default):
         assert d.abs().sum() > 0
-        assert torch.equal(g, d)
+        torch.testing.assert_close(g.double(), d.double(), **tol)
     if dtype == torch.float64:
         _, cpu = fwd_bwd([f.cpu() for f in feats], rois.cpu(), go.cpu(), *args)
         for g, c in zip(runs[0], cpu):
@@ -1000,12 +1001,13 @@ def test_cuda_channels_last_equals_contiguous(pool_mode, dtype):
     out, grads = fwd_bwd(feats, rois, go, *args)
     cl = [f.contiguous(memory_format=torch.channels_last) for f in feats]
     mixed = [cl[0], feats[1], cl[2], feats[3]]
-    # the layout of the input changes neither the forward nor the backward computation
+    # the float atomics add in another order: rounding differs, in the last bit of 16-bit types
+    tol = TOL[dtype] if dtype == torch.float32 else LOW_TOL[dtype]
     for views in (cl, mixed):
         out_v, grads_v = fwd_bwd(views, rois, go, *args)
         assert torch.equal(out, out_v)
         for g, gv in zip(grads, grads_v):
-            assert torch.equal(g, gv)
+            torch.testing.assert_close(g, gv, **tol)
 
 
 @requires_cuda

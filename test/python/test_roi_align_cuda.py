@@ -249,10 +249,9 @@ def test_cuda_deterministic_backward_is_bitwise_repeatable(pool_mode, dtype):
         grads = [fwd_bwd(x, rois, go, *args)[1] for _ in range(3)]
     for g in grads[1:]:
         assert torch.equal(g, grads[0])
-    # the gather backward has no atomics: the default mode is the same computation
-    defaults = [fwd_bwd(x, rois, go, *args)[1] for _ in range(2)]
-    for g in defaults:
-        assert torch.equal(g, grads[0])
+    _, default = fwd_bwd(x, rois, go, *args)  # float atomics: equal up to rounding
+    tol = TOL[dtype] if dtype in (torch.float32, torch.float64) else LOW_TOL[dtype]
+    torch.testing.assert_close(grads[0].double(), default.double(), **tol)
     if dtype == torch.float64:
         _, cpu = fwd_bwd(x.cpu(), rois.cpu(), go.cpu(), *args)
         torch.testing.assert_close(grads[0].cpu(), cpu, rtol=1e-10, atol=1e-10)
@@ -328,7 +327,9 @@ def test_cuda_channels_last_equals_contiguous(pool_mode, dtype):
     out, g = fwd_bwd(x, rois, go, *args)
     out_cl, g_cl = fwd_bwd(x.contiguous(memory_format=torch.channels_last), rois, go, *args)
     assert torch.equal(out, out_cl)
-    assert torch.equal(g, g_cl)  # the backward does not depend on the input's layout
+    # the float atomics add in another order: rounding differs, in the last bit of 16-bit types
+    tol = TOL[dtype] if dtype == torch.float32 else LOW_TOL[dtype]
+    torch.testing.assert_close(g, g_cl, **tol)
 
 
 @requires_cuda
