@@ -298,7 +298,7 @@ class Row:
 
 
 def deterministic_timing(timer, fn) -> float:
-    """timer(fn) with deterministic algorithms on (mmops then sums in fixed point)."""
+    """timer(fn) with deterministic algorithms on (mmops then runs its gather backward)."""
     before = torch.are_deterministic_algorithms_enabled()
     torch.use_deterministic_algorithms(True)
     try:
