@@ -1,8 +1,8 @@
 // CPU kernels of roi_align.
 //
-// Forward: parallel over rois. For each roi a table of its samples (four
-// neighbour offsets and weights each) is built once and applied to every
-// channel, four channel planes per pass.
+// Forward: parallel over rois, on the input made channels-last. For each roi a
+// table of its samples (four neighbour offsets and weights each) is built once
+// and applied to all channels at a time (contiguous, vectorised).
 // Backward: parallel over channels, so that no two threads ever add into the
 // same gradient value (no atomics, deterministic); each thread walks all rois.
 
@@ -83,63 +83,49 @@ void build_sample_table(std::vector<SampleTap<T>>& table, std::vector<int32_t>& 
   }
 }
 
-template <typename scalar_t, typename acc_t>
-inline acc_t apply(const SampleTap<acc_t>& t, const scalar_t* plane) {
-  return t.weight[0] * static_cast<acc_t>(plane[t.offset[0]]) +
-      t.weight[1] * static_cast<acc_t>(plane[t.offset[1]]) +
-      t.weight[2] * static_cast<acc_t>(plane[t.offset[2]]) +
-      t.weight[3] * static_cast<acc_t>(plane[t.offset[3]]);
-}
-
-// Pools CG channels at once (planes `plane_stride` apart, outputs
-// `out_stride` apart): each table entry is loaded once for all of them.
-template <int CG, bool kMax, typename scalar_t, typename acc_t>
-void pool_channels(const scalar_t* plane, int64_t plane_stride, scalar_t* out, int32_t* argmax,
-                   int64_t out_stride, const std::vector<SampleTap<acc_t>>& table,
-                   const std::vector<int32_t>& bin_start) {
-  const int64_t bins = static_cast<int64_t>(bin_start.size()) - 1;
-  for (int64_t bin = 0; bin < bins; ++bin) {
-    acc_t sum[CG] = {};
-    MaxTracker<acc_t> tracker[CG];
+// Pools all channels of one roi for the bins in the table, reading the image
+// channels-last (`pixels` = its pixel (0, 0)): each table entry is applied to
+// a contiguous run of channels, which the compiler vectorises. `bins` is the
+// output's channel stride (all bins of the roi).
+template <bool kMax, typename scalar_t, typename acc_t>
+void pool_channels_last(const scalar_t* pixels, int64_t channels, scalar_t* out, int32_t* argmax,
+                        int64_t bins, const std::vector<SampleTap<acc_t>>& table,
+                        const std::vector<int32_t>& bin_start, std::vector<acc_t>& values,
+                        std::vector<MaxTracker<acc_t>>& trackers) {
+  values.resize(channels);
+  trackers.resize(kMax ? channels : 0);
+  acc_t* __restrict__ value = values.data();
+  const int64_t table_bins = static_cast<int64_t>(bin_start.size()) - 1;
+  for (int64_t bin = 0; bin < table_bins; ++bin) {
+    std::fill(values.begin(), values.end(), acc_t(0));
+    std::fill(trackers.begin(), trackers.end(), MaxTracker<acc_t>{});
     for (int32_t s = bin_start[bin]; s < bin_start[bin + 1]; ++s) {
       const SampleTap<acc_t>& t = table[s];
-      for (int g = 0; g < CG; ++g) {
-        if constexpr (kMax) {
-          tracker[g].update(t.valid ? apply(t, plane + g * plane_stride) : acc_t(0), t.index);
-        } else {
-          sum[g] += apply(t, plane + g * plane_stride);
-        }
-      }
-    }
-    for (int g = 0; g < CG; ++g) {
+      const scalar_t* __restrict__ p0 = pixels + t.offset[0] * channels;
+      const scalar_t* __restrict__ p1 = pixels + t.offset[1] * channels;
+      const scalar_t* __restrict__ p2 = pixels + t.offset[2] * channels;
+      const scalar_t* __restrict__ p3 = pixels + t.offset[3] * channels;
+      const acc_t w0 = t.weight[0], w1 = t.weight[1], w2 = t.weight[2], w3 = t.weight[3];
       if constexpr (kMax) {
-        out[g * out_stride + bin] = static_cast<scalar_t>(tracker[g].result());
-        if (argmax) {
-          argmax[g * out_stride + bin] = tracker[g].index;
+        for (int64_t c = 0; c < channels; ++c) {
+          const acc_t v = t.valid ? w0 * static_cast<acc_t>(p0[c]) + w1 * static_cast<acc_t>(p1[c]) +
+                                        w2 * static_cast<acc_t>(p2[c]) + w3 * static_cast<acc_t>(p3[c])
+                                  : acc_t(0);
+          trackers[c].update(v, t.index);
         }
       } else {
-        out[g * out_stride + bin] = static_cast<scalar_t>(sum[g]);
+        for (int64_t c = 0; c < channels; ++c) {
+          value[c] += w0 * static_cast<acc_t>(p0[c]) + w1 * static_cast<acc_t>(p1[c]) +
+              w2 * static_cast<acc_t>(p2[c]) + w3 * static_cast<acc_t>(p3[c]);
+        }
       }
     }
-  }
-}
-
-// All channels of one roi for the bins in the table; `bins` is the output's
-// channel stride (all bins of the roi).
-template <bool kMax, typename scalar_t, typename acc_t>
-void pool_all_channels(const scalar_t* planes, int64_t channels, int64_t plane_size, scalar_t* out,
-                       int32_t* argmax, int64_t bins, const std::vector<SampleTap<acc_t>>& table,
-                       const std::vector<int32_t>& bin_start) {
-  // Average: 4 channels share each table entry. Max: grouping measured no gain.
-  constexpr int kGroup = kMax ? 1 : 4;
-  int64_t c = 0;
-  for (; c + kGroup <= channels; c += kGroup) {
-    pool_channels<kGroup, kMax>(planes + c * plane_size, plane_size, out + c * bins,
-                                argmax ? argmax + c * bins : nullptr, bins, table, bin_start);
-  }
-  for (; c < channels; ++c) {
-    pool_channels<1, kMax>(planes + c * plane_size, plane_size, out + c * bins,
-                           argmax ? argmax + c * bins : nullptr, bins, table, bin_start);
+    for (int64_t c = 0; c < channels; ++c) {
+      out[c * bins + bin] = static_cast<scalar_t>(kMax ? trackers[c].result() : value[c]);
+      if (kMax && argmax) {
+        argmax[c * bins + bin] = trackers[c].index;
+      }
+    }
   }
 }
 
@@ -149,6 +135,40 @@ struct Levels {
   std::vector<T*> data;
   std::vector<int64_t> height, width;
 };
+
+// The input in channels-last memory order: as it is if it already is, else
+// transposed in cache-sized blocks of pixels, in parallel (ATen's generic
+// copy to channels-last is single-threaded here and costs more than pooling).
+at::Tensor channels_last(const at::Tensor& input) {
+  if (input.is_contiguous(at::MemoryFormat::ChannelsLast)) {
+    return input;
+  }
+  const at::Tensor nchw = input.contiguous();
+  at::Tensor out = at::empty(input.sizes(), input.options(), at::MemoryFormat::ChannelsLast);
+  const int64_t batch = input.size(0), channels = input.size(1), pixels = input.size(2) * input.size(3);
+  constexpr int64_t kBlock = 64;  // pixels per task
+  const int64_t blocks = (pixels + kBlock - 1) / kBlock;
+  if (out.numel() == 0) {
+    return out;
+  }
+  AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, input.scalar_type(), "mmops::roi_align (CPU) layout", [&] {
+    const scalar_t* src = nchw.const_data_ptr<scalar_t>();
+    scalar_t* dst = out.mutable_data_ptr<scalar_t>();
+    at::parallel_for(0, batch * blocks, 1, [&](int64_t begin, int64_t end) {
+      for (int64_t task = begin; task < end; ++task) {
+        const int64_t n = task / blocks, p0 = task % blocks * kBlock, p1 = std::min(pixels, p0 + kBlock);
+        const scalar_t* in = src + n * channels * pixels;
+        scalar_t* o = dst + n * pixels * channels;
+        for (int64_t c = 0; c < channels; ++c) {
+          for (int64_t p = p0; p < p1; ++p) {
+            o[p * channels + c] = in[c * pixels + p];
+          }
+        }
+      }
+    });
+  });
+  return out;
+}
 
 template <typename scalar_t, typename acc_t>
 RoiSource<acc_t> locate(const scalar_t* roi, int64_t batch, const RoIAlignParams& p) {
@@ -173,6 +193,8 @@ void forward_kernel(const Levels<const scalar_t>& levels, int64_t batch, int64_t
     std::vector<AxisTap<acc_t>> ytaps, xtaps;
     std::vector<SampleTap<acc_t>> table;
     std::vector<int32_t> bin_start;
+    std::vector<acc_t> values;
+    std::vector<MaxTracker<acc_t>> trackers;
     for (int64_t k = begin; k < end; ++k) {
       scalar_t* out_k = out + k * channels * bins;
       int32_t* argmax_k = argmax ? argmax + k * channels * bins : nullptr;
@@ -190,18 +212,18 @@ void forward_kernel(const Levels<const scalar_t>& levels, int64_t batch, int64_t
       axis_taps(ytaps, box.start_y, box.bin_h, ph_count, gh, height);
       axis_taps(xtaps, box.start_x, box.bin_w, pw_count, gw, width);
       const acc_t inv_count = gh * gw > 0 ? acc_t(1) / static_cast<acc_t>(gh * gw) : acc_t(0);
-      const scalar_t* planes = levels.data[src.level] + src.batch * channels * height * width;
+      const scalar_t* pixels = levels.data[src.level] + src.batch * height * width * channels;
       const int64_t bins_per_pass = std::max<int64_t>(1, kMaxTableEntries / std::max(gh * gw, 1));
       for (int64_t bin0 = 0; bin0 < bins; bin0 += bins_per_pass) {
         const int64_t bin1 = std::min(bins, bin0 + bins_per_pass);
         build_sample_table(table, bin_start, ytaps, xtaps, bin0, bin1, pw_count, gh, gw, width,
                            /*keep_invalid=*/max_mode, max_mode ? acc_t(1) : inv_count);
         if (max_mode) {
-          pool_all_channels<true>(planes, channels, height * width, out_k + bin0,
-                                  argmax_k ? argmax_k + bin0 : nullptr, bins, table, bin_start);
+          pool_channels_last<true>(pixels, channels, out_k + bin0, argmax_k ? argmax_k + bin0 : nullptr,
+                                   bins, table, bin_start, values, trackers);
         } else {
-          pool_all_channels<false>(planes, channels, height * width, out_k + bin0, nullptr, bins,
-                                   table, bin_start);
+          pool_channels_last<false>(pixels, channels, out_k + bin0, nullptr, bins, table, bin_start,
+                                    values, trackers);
         }
       }
     }
@@ -279,9 +301,10 @@ void backward_kernel(const at::Tensor& grad_output, const at::Tensor& rois, cons
 std::tuple<at::Tensor, at::Tensor> roi_align_forward_cpu(
     at::TensorList features_, const at::Tensor& rois_, const RoIAlignParams& params,
     bool with_argmax) {
+  // Channels-last: a sample's taps are then contiguous runs of channels.
   std::vector<at::Tensor> features;
   for (const at::Tensor& f : features_) {
-    features.push_back(f.contiguous());
+    features.push_back(channels_last(f));
   }
   const at::Tensor& first = features.front();
   const at::Tensor rois = rois_.contiguous();
