@@ -15,6 +15,9 @@ library_path = load_library()
 
 from .ops import multi_level_roi_align, roi_align  # noqa: E402
 from .modules import MultiLevelRoIAlign, RoIAlign  # noqa: E402
+from .detection_ops import roi_pool, sigmoid_focal_loss, softmax_focal_loss  # noqa: E402
+from .detection_modules import RoIPool, SigmoidFocalLoss, SoftmaxFocalLoss  # noqa: E402
+from .nms_ops import batched_nms, bbox_overlaps, nms, soft_nms  # noqa: E402
 
 
 def set_strict_index_check(enabled: bool) -> None:
@@ -27,4 +30,7 @@ def strict_index_check() -> bool:
     return bool(torch.ops.mmops._strict_index_check())
 
 
-__all__ = ["__version__", "roi_align", "RoIAlign", "multi_level_roi_align", "MultiLevelRoIAlign", "set_strict_index_check", "strict_index_check", "library_path"]
+__all__ = ["__version__", "roi_align", "RoIAlign", "multi_level_roi_align", "MultiLevelRoIAlign", "set_strict_index_check", "strict_index_check", "library_path",
+           "roi_pool", "RoIPool", "sigmoid_focal_loss", "SigmoidFocalLoss", "softmax_focal_loss",
+           "SoftmaxFocalLoss",
+           "nms", "batched_nms", "soft_nms", "bbox_overlaps"]

@@ -1,0 +1,271 @@
+// CPU kernels of the focal losses: parallel over rows. Reductions sum fixed
+// chunks of rows in parallel (double), then the chunk sums in order, so the
+// result does not depend on the number of threads.
+
+#include "focal_loss/focal_loss_kernels.h"
+
+#include <ATen/Dispatch.h>
+#include <ATen/OpMathType.h>
+#include <ATen/Parallel.h>
+#include <ATen/ops/empty.h>
+#include <ATen/ops/scalar_tensor.h>
+
+#include <algorithm>
+#include <vector>
+
+namespace mmops {
+namespace kernels {
+namespace {
+
+using namespace focal_loss_math;
+
+constexpr int64_t kChunkRows = 256;
+
+// Calls row_loss(begin, end) -> double for fixed row chunks in parallel and
+// returns their sum, added in chunk order.
+template <typename RowLoss>
+double chunked_sum(int64_t rows, RowLoss&& row_loss) {
+  const int64_t chunks = (rows + kChunkRows - 1) / kChunkRows;
+  std::vector<double> sums(chunks, 0.0);
+  at::parallel_for(0, chunks, 1, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) {
+      sums[i] = row_loss(i * kChunkRows, std::min(rows, (i + 1) * kChunkRows));
+    }
+  });
+  double total = 0.0;
+  for (double s : sums) {
+    total += s;
+  }
+  return total;
+}
+
+double reduction_scale(const FocalLossParams& p, int64_t rows) {
+  // mmcv's mean divides by N = input.size(0); 0 / 0 = NaN for no rows, as torch.mean.
+  return p.reduction == Reduction::Mean ? 1.0 / static_cast<double>(rows) : 1.0;
+}
+
+template <typename scalar_t>
+at::Tensor sigmoid_forward(const at::Tensor& input, const at::Tensor& target,
+                           const at::Tensor& weight, const FocalLossParams& p) {
+  using acc_t = at::opmath_type<scalar_t>;
+  const int64_t rows = input.size(0), classes = input.size(1);
+  const scalar_t* x = input.const_data_ptr<scalar_t>();
+  const int64_t* t = target.const_data_ptr<int64_t>();
+  const scalar_t* w = weight.defined() ? weight.const_data_ptr<scalar_t>() : nullptr;
+  const acc_t gamma = static_cast<acc_t>(p.gamma), alpha = static_cast<acc_t>(p.alpha);
+  // Loss of one element, and the weight of a row (0 for an invalid class id).
+  auto row_weight = [&](int64_t n) -> acc_t {
+    const int64_t tn = t[n];
+    if (!valid_sigmoid_target(tn, classes)) {
+      return acc_t(0);
+    }
+    return (w && tn < classes) ? static_cast<acc_t>(w[tn]) : acc_t(1);
+  };
+  if (p.reduction == Reduction::None) {
+    at::Tensor out = at::empty({rows, classes}, input.options());
+    scalar_t* o = out.mutable_data_ptr<scalar_t>();
+    at::parallel_for(0, rows, kChunkRows, [&](int64_t begin, int64_t end) {
+      for (int64_t n = begin; n < end; ++n) {
+        const bool valid = valid_sigmoid_target(t[n], classes);
+        const acc_t wn = row_weight(n);
+        for (int64_t c = 0; c < classes; ++c) {
+          const acc_t l = valid
+              ? sigmoid_focal_loss(static_cast<acc_t>(x[n * classes + c]), t[n] == c, gamma, alpha) * wn
+              : acc_t(0);
+          o[n * classes + c] = static_cast<scalar_t>(l);
+        }
+      }
+    });
+    return out;
+  }
+  const double total = chunked_sum(rows, [&](int64_t begin, int64_t end) {
+    double s = 0.0;
+    for (int64_t n = begin; n < end; ++n) {
+      if (!valid_sigmoid_target(t[n], classes)) {
+        continue;
+      }
+      const acc_t wn = row_weight(n);
+      acc_t row = acc_t(0);
+      for (int64_t c = 0; c < classes; ++c) {
+        row += sigmoid_focal_loss(static_cast<acc_t>(x[n * classes + c]), t[n] == c, gamma, alpha);
+      }
+      s += static_cast<double>(row * wn);
+    }
+    return s;
+  });
+  return at::scalar_tensor(total * reduction_scale(p, rows), input.options());
+}
+
+// grad_output is [N, C] (none) or a 0-d tensor; `go(n, c)` reads it.
+template <typename scalar_t>
+at::Tensor sigmoid_backward(const at::Tensor& grad_output, const at::Tensor& input,
+                            const at::Tensor& target, const at::Tensor& weight,
+                            const FocalLossParams& p) {
+  using acc_t = at::opmath_type<scalar_t>;
+  const int64_t rows = input.size(0), classes = input.size(1);
+  at::Tensor grad = at::empty({rows, classes}, input.options());
+  const scalar_t* x = input.const_data_ptr<scalar_t>();
+  const int64_t* t = target.const_data_ptr<int64_t>();
+  const scalar_t* w = weight.defined() ? weight.const_data_ptr<scalar_t>() : nullptr;
+  const scalar_t* go = grad_output.const_data_ptr<scalar_t>();
+  const bool elementwise = p.reduction == Reduction::None;
+  const acc_t scale = static_cast<acc_t>(reduction_scale(p, rows));
+  const acc_t gamma = static_cast<acc_t>(p.gamma), alpha = static_cast<acc_t>(p.alpha);
+  scalar_t* g = grad.mutable_data_ptr<scalar_t>();
+  at::parallel_for(0, rows, kChunkRows, [&](int64_t begin, int64_t end) {
+    for (int64_t n = begin; n < end; ++n) {
+      const int64_t tn = t[n];
+      const bool valid = valid_sigmoid_target(tn, classes);
+      const acc_t wn = !valid ? acc_t(0) : ((w && tn < classes) ? static_cast<acc_t>(w[tn]) : acc_t(1));
+      for (int64_t c = 0; c < classes; ++c) {
+        const int64_t i = n * classes + c;
+        const acc_t gout = static_cast<acc_t>(go[elementwise ? i : 0]);
+        const acc_t d = valid ? sigmoid_focal_grad(static_cast<acc_t>(x[i]), tn == c, gamma, alpha) * wn * gout * scale
+                              : acc_t(0);
+        g[i] = static_cast<scalar_t>(d);
+      }
+    }
+  });
+  return grad;
+}
+
+// log-softmax of the target class of row n: (max, log(sum exp(x - max))).
+template <typename scalar_t, typename acc_t>
+inline void row_stats(const scalar_t* xr, int64_t classes, acc_t& mx, acc_t& log_sum) {
+  mx = static_cast<acc_t>(xr[0]);
+  for (int64_t c = 1; c < classes; ++c) {
+    const acc_t v = static_cast<acc_t>(xr[c]);
+    mx = (v > mx || v != v) ? v : mx;
+  }
+  acc_t s = acc_t(0);
+  for (int64_t c = 0; c < classes; ++c) {
+    s += exp_of(static_cast<acc_t>(xr[c]) - mx);
+  }
+  log_sum = log_of(s);
+}
+
+template <typename scalar_t>
+at::Tensor softmax_forward(const at::Tensor& input, const at::Tensor& target,
+                           const at::Tensor& weight, const FocalLossParams& p) {
+  using acc_t = at::opmath_type<scalar_t>;
+  const int64_t rows = input.size(0), classes = input.size(1);
+  const scalar_t* x = input.const_data_ptr<scalar_t>();
+  const int64_t* t = target.const_data_ptr<int64_t>();
+  const scalar_t* w = weight.defined() ? weight.const_data_ptr<scalar_t>() : nullptr;
+  const acc_t gamma = static_cast<acc_t>(p.gamma), alpha = static_cast<acc_t>(p.alpha);
+  auto row_loss = [&](int64_t n) -> acc_t {
+    const int64_t tn = t[n];
+    if (!valid_softmax_target(tn, classes)) {
+      return acc_t(0);
+    }
+    acc_t mx, log_sum;
+    row_stats(x + n * classes, classes, mx, log_sum);
+    const acc_t log_p = static_cast<acc_t>(x[n * classes + tn]) - mx - log_sum;
+    return softmax_focal_loss(log_p, gamma, alpha) * (w ? static_cast<acc_t>(w[tn]) : acc_t(1));
+  };
+  if (p.reduction == Reduction::None) {
+    at::Tensor out = at::empty({rows}, input.options());
+    scalar_t* o = out.mutable_data_ptr<scalar_t>();
+    at::parallel_for(0, rows, kChunkRows, [&](int64_t begin, int64_t end) {
+      for (int64_t n = begin; n < end; ++n) {
+        o[n] = static_cast<scalar_t>(row_loss(n));
+      }
+    });
+    return out;
+  }
+  const double total = chunked_sum(rows, [&](int64_t begin, int64_t end) {
+    double s = 0.0;
+    for (int64_t n = begin; n < end; ++n) {
+      s += static_cast<double>(row_loss(n));
+    }
+    return s;
+  });
+  return at::scalar_tensor(total * reduction_scale(p, rows), input.options());
+}
+
+template <typename scalar_t>
+at::Tensor softmax_backward(const at::Tensor& grad_output, const at::Tensor& input,
+                            const at::Tensor& target, const at::Tensor& weight,
+                            const FocalLossParams& p) {
+  using acc_t = at::opmath_type<scalar_t>;
+  const int64_t rows = input.size(0), classes = input.size(1);
+  at::Tensor grad = at::empty({rows, classes}, input.options());
+  const scalar_t* x = input.const_data_ptr<scalar_t>();
+  const int64_t* t = target.const_data_ptr<int64_t>();
+  const scalar_t* w = weight.defined() ? weight.const_data_ptr<scalar_t>() : nullptr;
+  const scalar_t* go = grad_output.const_data_ptr<scalar_t>();
+  const bool elementwise = p.reduction == Reduction::None;
+  const acc_t scale = static_cast<acc_t>(reduction_scale(p, rows));
+  const acc_t gamma = static_cast<acc_t>(p.gamma), alpha = static_cast<acc_t>(p.alpha);
+  scalar_t* g = grad.mutable_data_ptr<scalar_t>();
+  at::parallel_for(0, rows, kChunkRows, [&](int64_t begin, int64_t end) {
+    for (int64_t n = begin; n < end; ++n) {
+      const int64_t tn = t[n];
+      scalar_t* gr = g + n * classes;
+      if (!valid_softmax_target(tn, classes)) {
+        std::fill(gr, gr + classes, scalar_t(0));
+        continue;
+      }
+      const scalar_t* xr = x + n * classes;
+      acc_t mx, log_sum;
+      row_stats(xr, classes, mx, log_sum);
+      const acc_t log_p = static_cast<acc_t>(xr[tn]) - mx - log_sum;
+      const acc_t factor = softmax_focal_factor(log_p, gamma, alpha) *
+          (w ? static_cast<acc_t>(w[tn]) : acc_t(1)) *
+          static_cast<acc_t>(go[elementwise ? n : 0]) * scale;
+      for (int64_t c = 0; c < classes; ++c) {
+        const acc_t pc = exp_of(static_cast<acc_t>(xr[c]) - mx - log_sum);
+        gr[c] = static_cast<scalar_t>(factor * ((c == tn ? acc_t(1) : acc_t(0)) - pc));
+      }
+    }
+  });
+  return grad;
+}
+
+} // namespace
+
+#define MMOPS_FOCAL_DISPATCH(dtype, name, ...) \
+  AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, dtype, name, __VA_ARGS__)
+
+at::Tensor sigmoid_focal_loss_forward_cpu(const at::Tensor& input_, const at::Tensor& target_,
+                                          const at::Tensor& weight_, const FocalLossParams& p) {
+  const at::Tensor input = input_.contiguous(), target = target_.contiguous();
+  const at::Tensor weight = weight_.defined() ? weight_.contiguous() : weight_;
+  return MMOPS_FOCAL_DISPATCH(input.scalar_type(), "mmops::sigmoid_focal_loss (CPU)", [&] {
+    return sigmoid_forward<scalar_t>(input, target, weight, p);
+  });
+}
+
+at::Tensor sigmoid_focal_loss_backward_cpu(const at::Tensor& grad_output_, const at::Tensor& input_,
+                                           const at::Tensor& target_, const at::Tensor& weight_,
+                                           const FocalLossParams& p) {
+  const at::Tensor input = input_.contiguous(), target = target_.contiguous();
+  const at::Tensor grad_output = grad_output_.contiguous();
+  const at::Tensor weight = weight_.defined() ? weight_.contiguous() : weight_;
+  return MMOPS_FOCAL_DISPATCH(input.scalar_type(), "mmops::sigmoid_focal_loss backward (CPU)", [&] {
+    return sigmoid_backward<scalar_t>(grad_output, input, target, weight, p);
+  });
+}
+
+at::Tensor softmax_focal_loss_forward_cpu(const at::Tensor& input_, const at::Tensor& target_,
+                                          const at::Tensor& weight_, const FocalLossParams& p) {
+  const at::Tensor input = input_.contiguous(), target = target_.contiguous();
+  const at::Tensor weight = weight_.defined() ? weight_.contiguous() : weight_;
+  return MMOPS_FOCAL_DISPATCH(input.scalar_type(), "mmops::softmax_focal_loss (CPU)", [&] {
+    return softmax_forward<scalar_t>(input, target, weight, p);
+  });
+}
+
+at::Tensor softmax_focal_loss_backward_cpu(const at::Tensor& grad_output_, const at::Tensor& input_,
+                                           const at::Tensor& target_, const at::Tensor& weight_,
+                                           const FocalLossParams& p) {
+  const at::Tensor input = input_.contiguous(), target = target_.contiguous();
+  const at::Tensor grad_output = grad_output_.contiguous();
+  const at::Tensor weight = weight_.defined() ? weight_.contiguous() : weight_;
+  return MMOPS_FOCAL_DISPATCH(input.scalar_type(), "mmops::softmax_focal_loss backward (CPU)", [&] {
+    return softmax_backward<scalar_t>(grad_output, input, target, weight, p);
+  });
+}
+
+} // namespace kernels
+} // namespace mmops

@@ -1,0 +1,156 @@
+#pragma once
+// RoIPool geometry, shared by the CPU and CUDA kernels (torchvision semantics).
+//
+//  * box corners are scaled by spatial_scale and rounded half away from zero;
+//    the box spans [start, end] inclusive, at least 1 pixel per side;
+//  * bin p of an axis covers [floor(p * bin), ceil((p + 1) * bin)) + start,
+//    bin = box size / pooled size, clamped into the map;
+//  * a bin's value is the maximum of its pixels (the first one wins ties, a
+//    NaN wins and sticks, as torch.amax); an empty bin is 0 with argmax -1.
+// Defined extras: a non-finite box coordinate (or batch index outside [0, N))
+// makes the roi pool zeros with argmax -1 (no gradient); rounded coordinates
+// are clamped to +-2^24 before the integer conversion (no overflow).
+
+#include <c10/macros/Macros.h>
+
+#include <cmath>
+#include <cstdint>
+
+namespace mmops {
+namespace roi_pool_math {
+
+template <typename T>
+C10_HOST_DEVICE inline bool is_finite(T v) {
+#ifdef __CUDA_ARCH__
+  return isfinite(v);
+#else
+  return std::isfinite(v);
+#endif
+}
+
+template <typename T>
+C10_HOST_DEVICE inline T round_away(T v) {
+#ifdef __CUDA_ARCH__
+  return round(v);
+#else
+  return std::round(v);
+#endif
+}
+
+template <typename T>
+C10_HOST_DEVICE inline T floor_of(T v) {
+#ifdef __CUDA_ARCH__
+  return floor(v);
+#else
+  return std::floor(v);
+#endif
+}
+
+template <typename T>
+C10_HOST_DEVICE inline T ceil_of(T v) {
+#ifdef __CUDA_ARCH__
+  return ceil(v);
+#else
+  return std::ceil(v);
+#endif
+}
+
+// Index of the image a roi belongs to, or -1 if the value is not in [0, batch_size).
+template <typename T>
+C10_HOST_DEVICE inline int64_t batch_index(T value, int64_t batch_size) {
+  if (!(value >= T(0) && value < static_cast<T>(batch_size))) {
+    return -1;  // also NaN
+  }
+  return static_cast<int64_t>(value);
+}
+
+constexpr double kMaxCoord = 16777216.0;  // 2^24
+
+template <typename T>
+C10_HOST_DEVICE inline int64_t rounded_coord(T v) {
+  T r = round_away(v);
+  r = r < T(-kMaxCoord) ? T(-kMaxCoord) : (r > T(kMaxCoord) ? T(kMaxCoord) : r);
+  return static_cast<int64_t>(r);
+}
+
+// One roi on the feature map.
+template <typename T>
+struct PoolBox {
+  int64_t start_h, start_w;  // rounded top-left corner
+  T bin_h, bin_w;            // bin size (box size / pooled size)
+  bool valid;                // false: a coordinate is not finite (pools zeros)
+};
+
+template <typename T>
+C10_HOST_DEVICE inline PoolBox<T> make_pool_box(T x1, T y1, T x2, T y2, T spatial_scale,
+                                                int64_t pooled_h, int64_t pooled_w) {
+  PoolBox<T> b;
+  const T sx1 = x1 * spatial_scale, sy1 = y1 * spatial_scale;
+  const T sx2 = x2 * spatial_scale, sy2 = y2 * spatial_scale;
+  b.valid = is_finite(sx1) && is_finite(sy1) && is_finite(sx2) && is_finite(sy2);
+  if (!b.valid) {
+    b.start_h = b.start_w = 0;
+    b.bin_h = b.bin_w = T(0);
+    return b;
+  }
+  b.start_w = rounded_coord(sx1);
+  b.start_h = rounded_coord(sy1);
+  const int64_t end_w = rounded_coord(sx2), end_h = rounded_coord(sy2);
+  const int64_t roi_w = end_w - b.start_w + 1 > 1 ? end_w - b.start_w + 1 : 1;
+  const int64_t roi_h = end_h - b.start_h + 1 > 1 ? end_h - b.start_h + 1 : 1;
+  b.bin_w = static_cast<T>(roi_w) / static_cast<T>(pooled_w);
+  b.bin_h = static_cast<T>(roi_h) / static_cast<T>(pooled_h);
+  return b;
+}
+
+// [begin, end) of bin p along one axis, clamped into [0, size].
+struct Range {
+  int64_t begin, end;
+};
+
+template <typename T>
+C10_HOST_DEVICE inline Range bin_range(int64_t start, T bin, int64_t p, int64_t size) {
+  int64_t b = static_cast<int64_t>(floor_of(static_cast<T>(p) * bin)) + start;
+  int64_t e = static_cast<int64_t>(ceil_of(static_cast<T>(p + 1) * bin)) + start;
+  b = b < 0 ? 0 : (b > size ? size : b);
+  e = e < 0 ? 0 : (e > size ? size : e);
+  return {b, e};
+}
+
+// Running maximum of a bin: the first maximum wins ties; a NaN wins and sticks.
+template <typename T>
+struct MaxTracker {
+  T best = T(0);
+  int32_t index = -1;  // pixel index h * W + w; -1 while no pixel was seen
+  C10_HOST_DEVICE inline void update(T value, int32_t pixel) {
+    const bool take = index < 0 || value > best || (value != value && best == best);
+    best = take ? value : best;
+    index = take ? pixel : index;
+  }
+  C10_HOST_DEVICE inline T result() const {
+    return index < 0 ? T(0) : best;
+  }
+};
+
+// Deterministic gradient sums add int64 fixed-point values round(value * scale),
+// whose total does not depend on the order of the adds. A pixel receives at
+// most `adds_bound` values of at most max_abs each; the scale is the largest
+// power of two that keeps their total under 2^62. NaN when max_abs is not
+// finite (no fixed point represents it).
+C10_HOST_DEVICE inline double fixed_point_scale(float max_abs, double adds_bound) {
+  if (max_abs == 0.0f) {
+    return 1.0;
+  }
+  if (!is_finite(max_abs)) {
+    return NAN;
+  }
+  const double bound = static_cast<double>(max_abs) * (adds_bound > 1.0 ? adds_bound : 1.0);
+#ifdef __CUDA_ARCH__
+  return exp2(floor(62.0 - log2(bound)));
+#else
+  return std::exp2(std::floor(62.0 - std::log2(bound)));
+#endif
+}
+
+} // namespace roi_pool_math
+} // namespace mmops

@@ -1,0 +1,95 @@
+// mmops::roi_pool: schemas, CPU/CUDA registration and the public C++ API.
+// Validation is in roi_pool_checks.cpp, kernels in kernels/roi_pool, the meta
+// (shape) functions in roi_pool_meta.cpp and autograd in roi_pool_autograd.cpp.
+// The batch-index check (strict mode) is roi_align's, shared.
+
+#include "roi_align/roi_align_ops.h"  // detail::check_batch_indices_if_needed, detail::concrete
+#include "roi_pool/roi_pool_ops.h"
+
+#include <mmops/roi_pool.h>
+
+#include <torch/library.h>
+
+TORCH_LIBRARY_FRAGMENT(mmops, m) {
+  m.def(
+      "roi_pool(Tensor input, Tensor rois, SymInt[2] output_size, float spatial_scale=1.0) -> Tensor",
+      {at::Tag::pt2_compliant_tag});
+  // Forward that also returns the winning pixel h * W + w of every output
+  // (int32, -1 for an empty bin) for the backward. Autograd uses it.
+  m.def(
+      "_roi_pool_forward(Tensor input, Tensor rois, SymInt[2] output_size, float spatial_scale) "
+      "-> (Tensor output, Tensor argmax)",
+      {at::Tag::pt2_compliant_tag});
+  m.def(
+      "_roi_pool_backward(Tensor grad_output, Tensor rois, Tensor argmax, SymInt[4] input_shape, "
+      "float spatial_scale) -> Tensor",
+      {at::Tag::pt2_compliant_tag});
+}
+
+namespace mmops {
+namespace {
+
+constexpr const char* kOp = "mmops::roi_pool: ";
+
+RoIPoolParams forward_params(const at::Tensor& input, const at::Tensor& rois,
+                             c10::SymIntArrayRef output_size, double spatial_scale) {
+  const RoIPoolParams p = detail::check_roi_pool_forward(kOp, input, rois, output_size, spatial_scale);
+  detail::check_batch_indices_if_needed(kOp, rois, input.size(0));
+  return p;
+}
+
+template <auto Forward>
+at::Tensor roi_pool_kernel(const at::Tensor& input, const at::Tensor& rois,
+                           c10::SymIntArrayRef output_size, double spatial_scale) {
+  const RoIPoolParams p = forward_params(input, rois, output_size, spatial_scale);
+  return std::get<0>(Forward(input, rois, p, /*with_argmax=*/false));
+}
+
+template <auto Forward>
+std::tuple<at::Tensor, at::Tensor> roi_pool_forward_kernel(const at::Tensor& input,
+                                                           const at::Tensor& rois,
+                                                           c10::SymIntArrayRef output_size,
+                                                           double spatial_scale) {
+  const RoIPoolParams p = forward_params(input, rois, output_size, spatial_scale);
+  return Forward(input, rois, p, /*with_argmax=*/true);
+}
+
+template <auto Backward>
+at::Tensor roi_pool_backward_kernel(const at::Tensor& grad_output, const at::Tensor& rois,
+                                    const at::Tensor& argmax, c10::SymIntArrayRef input_shape,
+                                    double spatial_scale) {
+  const RoIPoolParams p =
+      detail::check_roi_pool_backward(kOp, grad_output, rois, argmax, input_shape, spatial_scale);
+  const std::vector<int64_t> shape = detail::concrete(input_shape);
+  detail::check_batch_indices_if_needed(kOp, rois, shape[0]);
+  return Backward(grad_output, rois, argmax, shape, p);
+}
+
+} // namespace
+
+at::Tensor roi_pool(const at::Tensor& input, const at::Tensor& rois, at::IntArrayRef output_size,
+                    double spatial_scale) {
+  static auto op = c10::Dispatcher::singleton()
+                       .findSchemaOrThrow("mmops::roi_pool", "")
+                       .typed<at::Tensor(const at::Tensor&, const at::Tensor&, c10::SymIntArrayRef,
+                                         double)>();
+  return op.call(input, rois, c10::fromIntArrayRefSlow(output_size), spatial_scale);
+}
+
+} // namespace mmops
+
+TORCH_LIBRARY_IMPL(mmops, CPU, m) {
+  using namespace mmops;
+  m.impl("roi_pool", &roi_pool_kernel<kernels::roi_pool_forward_cpu>);
+  m.impl("_roi_pool_forward", &roi_pool_forward_kernel<kernels::roi_pool_forward_cpu>);
+  m.impl("_roi_pool_backward", &roi_pool_backward_kernel<kernels::roi_pool_backward_cpu>);
+}
+
+#ifdef MMOPS_WITH_CUDA
+TORCH_LIBRARY_IMPL(mmops, CUDA, m) {
+  using namespace mmops;
+  m.impl("roi_pool", &roi_pool_kernel<kernels::roi_pool_forward_cuda>);
+  m.impl("_roi_pool_forward", &roi_pool_forward_kernel<kernels::roi_pool_forward_cuda>);
+  m.impl("_roi_pool_backward", &roi_pool_backward_kernel<kernels::roi_pool_backward_cuda>);
+}
+#endif

@@ -1,0 +1,49 @@
+// Meta (shape and dtype only) kernels of roi_pool, for fake tensors,
+// torch.compile and torch.export. Sizes stay symbolic.
+
+#include "roi_pool/roi_pool_ops.h"
+
+#include <ATen/ops/empty.h>
+#include <torch/library.h>
+
+namespace mmops {
+namespace {
+
+constexpr const char* kOp = "mmops::roi_pool: ";
+
+std::vector<c10::SymInt> output_shape(const at::Tensor& input, const at::Tensor& rois,
+                                      c10::SymIntArrayRef output_size) {
+  return {rois.sym_size(0), input.sym_size(1), output_size[0], output_size[1]};
+}
+
+at::Tensor roi_pool_meta(const at::Tensor& input, const at::Tensor& rois,
+                         c10::SymIntArrayRef output_size, double spatial_scale) {
+  detail::check_roi_pool_forward(kOp, input, rois, output_size, spatial_scale);
+  return at::empty_symint(output_shape(input, rois, output_size), input.options());
+}
+
+std::tuple<at::Tensor, at::Tensor> roi_pool_forward_meta(const at::Tensor& input,
+                                                         const at::Tensor& rois,
+                                                         c10::SymIntArrayRef output_size,
+                                                         double spatial_scale) {
+  detail::check_roi_pool_forward(kOp, input, rois, output_size, spatial_scale);
+  const std::vector<c10::SymInt> shape = output_shape(input, rois, output_size);
+  return {at::empty_symint(shape, input.options()),
+          at::empty_symint(shape, input.options().dtype(at::kInt))};
+}
+
+at::Tensor roi_pool_backward_meta(const at::Tensor& grad_output, const at::Tensor& rois,
+                                  const at::Tensor& argmax, c10::SymIntArrayRef input_shape,
+                                  double spatial_scale) {
+  detail::check_roi_pool_backward(kOp, grad_output, rois, argmax, input_shape, spatial_scale);
+  return at::empty_symint(input_shape, grad_output.options());
+}
+
+} // namespace
+} // namespace mmops
+
+TORCH_LIBRARY_IMPL(mmops, Meta, m) {
+  m.impl("roi_pool", &mmops::roi_pool_meta);
+  m.impl("_roi_pool_forward", &mmops::roi_pool_forward_meta);
+  m.impl("_roi_pool_backward", &mmops::roi_pool_backward_meta);
+}
