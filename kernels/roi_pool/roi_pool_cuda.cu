@@ -1,19 +1,22 @@
 // CUDA kernels of roi_pool.
 //
-// Forward: the kernel reads the input channels-last ([N, H, W, C] in memory):
-// the 32 lanes of a warp load one pixel for 32 (64 for half/bfloat16: two per
-// lane) consecutive channels with one coalesced 128-byte load, and every loaded
-// byte is used (a bin's max needs all its pixels). An NCHW input is transposed
-// once first; a channels_last input is read as it is. One block handles one roi
-// and one chunk of channels: warps walk the bins, lanes the channels; results
-// go through a shared tile so that the NCHW output [K, C, PH, PW] (and argmax)
-// is written coalesced. The grid runs chunk-major, so a chunk's slice of the
-// input stays in L2 while all rois read it.
+// Forward: the kernel reads the input channels-last ([N, H, W, C] in memory).
+// One block handles one roi and one chunk of 32 channels; warps walk the bins.
+// A lane holds VEC consecutive channels (one 16-byte load per pixel for
+// float/double, 8-byte for half/bfloat16; VEC = 1 when the channel count or the
+// base address does not allow it), so the 32 / VEC lanes of a column group
+// cover the chunk and the VEC groups of a warp take a bin's columns round-robin;
+// the groups' maxima are merged with shuffles. Few instructions per pixel, and
+// the input slice that the (concurrently running) blocks of one chunk read
+// stays small enough for L2. An NCHW input is transposed once first. Results go
+// through a shared tile so that the NCHW output [K, C, PH, PW] (and argmax) is
+// written coalesced. The grid runs chunk-major.
 // Backward: every output adds its gradient to exactly one input pixel (its
 // argmax), different for every channel, so a channels-last buffer would not
 // make the atomic adds coalesced. They go straight into the NCHW gradient
-// (float for half/bfloat16, then converted once): one thread per output, in
-// output order, so a warp's adds land in one plane of one roi. No transpose.
+// (float for half/bfloat16, then converted once). A thread owns one bin of one
+// roi and 4 channels (coalesced argmax / grad_output reads); blocks run
+// channel-major so the planes receiving adds at a time stay in L2. No transpose.
 // With torch.use_deterministic_algorithms(True) the adds are int64 fixed point
 // (scaled from max |grad_output| so that no sum can overflow; resolution about
 // 2^-46 of max |grad_output| per add for 1024 rois of 7x7), whose total does
@@ -38,6 +41,7 @@
 #include <c10/cuda/CUDAStream.h>
 
 #include <algorithm>
+#include <cstring>
 #include <limits>
 #include <type_traits>
 
@@ -49,15 +53,19 @@ using namespace roi_pool_math;
 
 constexpr int kWarps = 8;
 constexpr int kThreads = kWarps * 32;
-constexpr int kBinChunk = 64;  // bins staged in the shared tile at a time
+constexpr int kBinChunk = 64;   // bins staged in the shared tile at a time
+constexpr int kChunk = 32;      // channels of one block (forward)
+constexpr int kGradChannels = 4;  // channels of one backward thread
 
 __device__ inline int64_t smaller(int64_t a, int64_t b) {
   return a < b ? a : b;
 }
 
+// VEC consecutive channels travel together in one load: 16 bytes for float
+// and double, 8 for half/bfloat16.
 template <typename scalar_t>
 constexpr int channel_vector() {
-  return sizeof(scalar_t) == 2 ? 2 : 1;
+  return sizeof(scalar_t) == 8 ? 2 : 4;
 }
 
 template <typename scalar_t, int VEC>
@@ -65,15 +73,66 @@ struct alignas(sizeof(scalar_t) * VEC) Pack {
   scalar_t v[VEC];
 };
 
-template <typename acc_t, int VEC>
+// A read-only (non-coherent cache) load of a Pack of 2 to 16 bytes.
+template <typename P>
+__device__ inline P load_pack(const P* address) {
+  using Bits = std::conditional_t<sizeof(P) == 2, unsigned short,
+               std::conditional_t<sizeof(P) == 4, unsigned int,
+               std::conditional_t<sizeof(P) == 8, uint2, uint4>>>;
+  static_assert(sizeof(Bits) == sizeof(P), "unexpected pack size");
+  const Bits bits = __ldg(reinterpret_cast<const Bits*>(address));
+  P value;
+  memcpy(&value, &bits, sizeof(P));
+  return value;
+}
+
+template <typename acc_t>
 struct Tile {
-  static constexpr int kChannels = 32 * VEC;
-  static constexpr int kStride = kChannels + 1;  // padded against bank conflicts
+  static constexpr int kStride = kChunk + 1;  // padded against bank conflicts
   acc_t value[kBinChunk * kStride];
   int32_t argmax[kBinChunk * kStride];
   __device__ inline int at(int bin, int channel) const { return bin * kStride + channel; }
 };
 
+// Running maximum of a sequence of pixels (in scan order) that was seeded with
+// its first pixel: the same result as MaxTracker (first maximum on ties, the
+// first NaN wins and sticks) without MaxTracker's "nothing seen yet" test.
+// Feeding the seed pixel again changes nothing.
+template <typename T>
+struct SeededMax {
+  T best;
+  int32_t index;  // -1: the sequence is empty
+  __device__ inline void update(T value, int32_t pixel) {
+    // value > best, or value is NaN and best is not; never once best is NaN
+    const bool take = !(value <= best) && best == best;
+    best = take ? value : best;
+    index = take ? pixel : index;
+  }
+};
+
+// Whether (value a, pixel ia) comes before (b, ib) as the result of one scan
+// over the union of two disjoint pixel sets: NaN first (the earlier one), then
+// the larger value, then the earlier pixel; an empty result (-1) last.
+template <typename T>
+__device__ inline bool earlier_max(T a, int32_t ia, T b, int32_t ib) {
+  if (ia < 0 || ib < 0) {
+    return ib < 0 && ia >= 0;
+  }
+  const bool na = a != a, nb = b != b;
+  if (na || nb) {
+    return na && (!nb || ia < ib);
+  }
+  return a > b || (a == b && ia < ib);
+}
+
+// Forward. A block handles one roi and kChunk (32) channels. Each lane holds
+// VEC consecutive channels (one 16- or 8-byte load per pixel); the G = VEC
+// groups of 32 / VEC lanes of a warp take the columns of a bin round-robin
+// (group g: columns begin + g, begin + g + G, ...), so that one warp load
+// covers G pixels x 32 channels, and the groups' maxima are merged with
+// shuffles at the end of the bin. The block's channel chunk stays at 32
+// channels so that the input slice that all rois of a chunk read at the same
+// time stays small enough for L2.
 template <typename scalar_t, int VEC, bool kArgmax>
 __global__ void __launch_bounds__(kThreads) forward_kernel(
     const scalar_t* __restrict__ input,  // [N, H, W, C]
@@ -81,49 +140,89 @@ __global__ void __launch_bounds__(kThreads) forward_kernel(
     int32_t* __restrict__ argmax, int64_t batch, int64_t channels, int64_t height, int64_t width,
     RoIPoolParams p) {
   using acc_t = at::opmath_type<scalar_t>;
-  using TileT = Tile<acc_t, VEC>;
-  __shared__ TileT tile;
+  using PackT = Pack<scalar_t, VEC>;
+  constexpr int G = VEC;                  // pixel columns per warp load
+  constexpr int kLanes = 32 / G;          // lanes per pixel
+  static_assert(kLanes * VEC == kChunk, "a warp load covers the block's channels");
+  __shared__ Tile<acc_t> tile;
 
   const int64_t k = blockIdx.x;
-  const int64_t c0 = static_cast<int64_t>(blockIdx.y) * TileT::kChannels;
+  const int64_t c0 = static_cast<int64_t>(blockIdx.y) * kChunk;
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  const int group = lane / kLanes, cl0 = (lane % kLanes) * VEC;  // column group, first channel
   const int64_t bins = p.pooled_height * p.pooled_width;
-  const int64_t chunk_channels = smaller(TileT::kChannels, channels - c0);
+  const int64_t chunk_channels = smaller(kChunk, channels - c0);
   const scalar_t* roi = rois + k * 5;
   const PoolBox<acc_t> box = make_pool_box<acc_t>(
       static_cast<acc_t>(roi[1]), static_cast<acc_t>(roi[2]), static_cast<acc_t>(roi[3]),
       static_cast<acc_t>(roi[4]), static_cast<acc_t>(p.spatial_scale), p.pooled_height,
       p.pooled_width);
   const int64_t b = box.valid ? batch_index(static_cast<acc_t>(roi[0]), batch) : -1;
-  const int64_t c = c0 + lane * VEC;
-  const scalar_t* pixels = input + (b > 0 ? b : 0) * height * width * channels + c;
+  const int64_t c = c0 + cl0;
+  const bool active = b >= 0 && c < channels;  // channels % VEC == 0: all VEC or none
+  const int64_t stride = channels / VEC;        // packs per pixel
+  const PackT* pixels = reinterpret_cast<const PackT*>(
+      input + (b > 0 ? b : 0) * height * width * channels + (active ? c : 0));
+  const int32_t w32 = static_cast<int32_t>(width);  // H * W < 2^31 (checked)
 
   for (int64_t bin0 = 0; bin0 < bins; bin0 += kBinChunk) {
     const int64_t chunk_bins = smaller(kBinChunk, bins - bin0);
     for (int bl = warp; bl < chunk_bins; bl += kWarps) {
       const int64_t ph = (bin0 + bl) / p.pooled_width, pw = (bin0 + bl) % p.pooled_width;
-      MaxTracker<acc_t> tracker[VEC];
-      if (b >= 0 && c < channels) {
-        const Range hr = bin_range(box.start_h, box.bin_h, ph, height);
-        const Range wr = bin_range(box.start_w, box.bin_w, pw, width);
-        for (int64_t h = hr.begin; h < hr.end; ++h) {
+      const Range hr = bin_range(box.start_h, box.bin_h, ph, height);
+      const Range wr = bin_range(box.start_w, box.bin_w, pw, width);
+      const int32_t h0 = static_cast<int32_t>(hr.begin), h1 = static_cast<int32_t>(hr.end);
+      const int32_t w0 = static_cast<int32_t>(wr.begin) + group, w1 = static_cast<int32_t>(wr.end);
+      SeededMax<acc_t> m[VEC];
+#pragma unroll
+      for (int i = 0; i < VEC; ++i) {
+        m[i].best = acc_t(0);
+        m[i].index = -1;
+      }
+      if (active && h0 < h1 && w0 < w1) {
+        const int32_t first = h0 * w32 + w0;
+        const PackT* row = pixels + static_cast<int64_t>(first) * stride;
+        const PackT v0 = load_pack(row);
+#pragma unroll
+        for (int i = 0; i < VEC; ++i) {
+          m[i].best = static_cast<acc_t>(v0.v[i]);
+          m[i].index = first;
+        }
+        const int64_t row_step = width * stride, column_step = G * stride;
+        int32_t row_pixel = first;
+        for (int32_t h = h0; h < h1; ++h, row += row_step, row_pixel += w32) {
+          const PackT* q = row;
+          int32_t pixel = row_pixel;
 #pragma unroll 4
-          for (int64_t w = wr.begin; w < wr.end; ++w) {
-            const int64_t pix = h * width + w;
-            const Pack<scalar_t, VEC> v =
-                *reinterpret_cast<const Pack<scalar_t, VEC>*>(pixels + pix * channels);
+          for (int32_t w = w0; w < w1; w += G, q += column_step, pixel += G) {
+            const PackT v = load_pack(q);
 #pragma unroll
             for (int i = 0; i < VEC; ++i) {
-              tracker[i].update(static_cast<acc_t>(v.v[i]), static_cast<int32_t>(pix));
+              m[i].update(static_cast<acc_t>(v.v[i]), pixel);
             }
           }
         }
       }
+      // Merge the column groups (lanes kLanes, 2 kLanes, ... apart hold the same channels).
 #pragma unroll
-      for (int i = 0; i < VEC; ++i) {
-        tile.value[tile.at(bl, lane * VEC + i)] = tracker[i].result();
-        if (kArgmax) {
-          tile.argmax[tile.at(bl, lane * VEC + i)] = tracker[i].index;
+      for (int offset = kLanes; offset < 32; offset *= 2) {
+#pragma unroll
+        for (int i = 0; i < VEC; ++i) {
+          const acc_t ob = __shfl_xor_sync(0xffffffffu, m[i].best, offset);
+          const int32_t oi = __shfl_xor_sync(0xffffffffu, m[i].index, offset);
+          if (earlier_max(ob, oi, m[i].best, m[i].index)) {
+            m[i].best = ob;
+            m[i].index = oi;
+          }
+        }
+      }
+      if (group == 0) {
+#pragma unroll
+        for (int i = 0; i < VEC; ++i) {
+          tile.value[tile.at(bl, cl0 + i)] = m[i].index < 0 ? acc_t(0) : m[i].best;
+          if (kArgmax) {
+            tile.argmax[tile.at(bl, cl0 + i)] = m[i].index;
+          }
         }
       }
     }
@@ -141,57 +240,87 @@ __global__ void __launch_bounds__(kThreads) forward_kernel(
   }
 }
 
-// One thread per output (grid-stride), in output order.
-// index_t: 32-bit when every output index fits (cheaper divisions), else 64-bit.
-template <typename scalar_t, typename acc_t, typename index_t>
+// Backward. A thread owns one bin of one roi (j = k * bins + bin, blockIdx.x
+// fastest) and kGradChannels consecutive channels (blockIdx.y): it looks the
+// roi's image up once, then reads the argmax and grad_output of its channels
+// (consecutive threads: consecutive bins, coalesced) and issues one atomic add
+// per channel. Blocks run in channel-major order, so the gradient planes that
+// receive the adds at any time are few and stay in L2.
+struct GradThread {
+  int64_t k, bin, b;  // b < 0: nothing to do
+};
+
+template <typename scalar_t, typename acc_t>
+__device__ inline GradThread grad_thread(const scalar_t* rois, int64_t num_rois, int64_t bins,
+                                         int64_t batch) {
+  GradThread t;
+  const int64_t j = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
+  t.k = j / bins;
+  t.bin = j - t.k * bins;
+  t.b = t.k < num_rois ? batch_index(static_cast<acc_t>(rois[t.k * 5]), batch) : -1;
+  return t;
+}
+
+// Calls add(c, pixel, o) for each channel c of the thread whose argmax pixel is
+// in the plane (o: index of the output). All loads first, then the adds.
+template <typename Add>
+__device__ inline void for_each_grad(const GradThread& t, const int32_t* __restrict__ argmax,
+                                     int64_t channels, int64_t bins, int64_t plane, Add&& add) {
+  for (int64_t c0 = static_cast<int64_t>(blockIdx.y) * kGradChannels; c0 < channels;
+       c0 += static_cast<int64_t>(gridDim.y) * kGradChannels) {
+    int32_t a[kGradChannels];
+    const int64_t o0 = (t.k * channels + c0) * bins + t.bin;
+#pragma unroll
+    for (int i = 0; i < kGradChannels; ++i) {
+      a[i] = c0 + i < channels ? argmax[o0 + i * bins] : -1;
+    }
+#pragma unroll
+    for (int i = 0; i < kGradChannels; ++i) {
+      if (a[i] >= 0 && a[i] < plane) {
+        add(c0 + i, a[i], o0 + i * bins);
+      }
+    }
+  }
+}
+
+template <typename scalar_t, typename acc_t>
 __global__ void __launch_bounds__(kThreads) backward_kernel(
     const scalar_t* __restrict__ grad_output,  // [K, C, PH, PW]
     const scalar_t* __restrict__ rois, const int32_t* __restrict__ argmax,
     acc_t* __restrict__ grad,  // [N, C, H, W]
-    index_t total, int64_t batch, index_t channels, index_t bins, int64_t plane) {
-  for (index_t i = blockIdx.x * index_t(blockDim.x) + threadIdx.x; i < total;
-       i += index_t(gridDim.x) * blockDim.x) {
-    const int32_t a = argmax[i];
-    if (a < 0 || a >= plane) {
-      continue;
-    }
-    const index_t kc = i / bins;
-    const index_t k = kc / channels, c = kc - k * channels;
-    const int64_t b = batch_index(static_cast<acc_t>(rois[int64_t(k) * 5]), batch);
-    if (b < 0) {
-      continue;
-    }
-    gpuAtomicAdd(grad + (b * channels + c) * plane + a, static_cast<acc_t>(grad_output[i]));
+    int64_t num_rois, int64_t batch, int64_t channels, int64_t bins, int64_t plane) {
+  const GradThread t = grad_thread<scalar_t, acc_t>(rois, num_rois, bins, batch);
+  if (t.b < 0) {
+    return;
   }
+  acc_t* image = grad + t.b * channels * plane;
+  for_each_grad(t, argmax, channels, bins, plane, [&](int64_t c, int32_t a, int64_t o) {
+    gpuAtomicAdd(image + c * plane + a, static_cast<acc_t>(grad_output[o]));
+  });
 }
 
 // Deterministic variant: int64 fixed-point adds (see roi_pool_math.h).
-template <typename scalar_t, typename acc_t, typename index_t>
+template <typename scalar_t, typename acc_t>
 __global__ void __launch_bounds__(kThreads) backward_fixed_point_kernel(
     const scalar_t* __restrict__ grad_output, const scalar_t* __restrict__ rois,
     const int32_t* __restrict__ argmax, int64_t* __restrict__ sums, const float* __restrict__ max_abs,
-    double adds_bound, index_t total, int64_t batch, index_t channels, index_t bins, int64_t plane) {
+    double adds_bound, int64_t num_rois, int64_t batch, int64_t channels, int64_t bins,
+    int64_t plane) {
   const double scale = fixed_point_scale(*max_abs, adds_bound);
   if (!isfinite(scale)) {
     return;  // the conversion writes NaN everywhere
   }
-  for (index_t i = blockIdx.x * index_t(blockDim.x) + threadIdx.x; i < total;
-       i += index_t(gridDim.x) * blockDim.x) {
-    const int32_t a = argmax[i];
-    if (a < 0 || a >= plane) {
-      continue;
-    }
-    const index_t kc = i / bins;
-    const index_t k = kc / channels, c = kc - k * channels;
-    const int64_t b = batch_index(static_cast<acc_t>(rois[int64_t(k) * 5]), batch);
-    if (b < 0) {
-      continue;
-    }
-    const double v = static_cast<double>(static_cast<acc_t>(grad_output[i])) * scale;
-    // Two's complement: adding the unsigned image of a negative value subtracts.
-    atomicAdd(reinterpret_cast<unsigned long long*>(sums + (b * channels + c) * plane + a),
-              static_cast<unsigned long long>(llrint(v)));
+  const GradThread t = grad_thread<scalar_t, acc_t>(rois, num_rois, bins, batch);
+  if (t.b < 0) {
+    return;
   }
+  int64_t* image = sums + t.b * channels * plane;
+  for_each_grad(t, argmax, channels, bins, plane, [&](int64_t c, int32_t a, int64_t o) {
+    const double v = static_cast<double>(static_cast<acc_t>(grad_output[o])) * scale;
+    // Two's complement: adding the unsigned image of a negative value subtracts.
+    atomicAdd(reinterpret_cast<unsigned long long*>(image + c * plane + a),
+              static_cast<unsigned long long>(llrint(v)));
+  });
 }
 
 template <typename scalar_t>
@@ -254,17 +383,6 @@ at::Tensor channels_last_input(const at::Tensor& input, cudaStream_t stream) {
   return out;
 }
 
-// Calls fn(int32_t{}) when no output index (plus one grid stride, at most
-// 2^28) can overflow 32 bits, else fn(int64_t{}).
-template <typename Fn>
-void with_index_type(int64_t total, Fn&& fn) {
-  if (total + (int64_t(1) << 28) <= std::numeric_limits<int32_t>::max()) {
-    fn(int32_t{});
-  } else {
-    fn(int64_t{});
-  }
-}
-
 } // namespace
 
 std::tuple<at::Tensor, at::Tensor> roi_pool_forward_cuda(
@@ -290,7 +408,7 @@ std::tuple<at::Tensor, at::Tensor> roi_pool_forward_cuda(
     auto launch = [&](auto vec_tag, auto arg_tag) {
       constexpr int VEC = decltype(vec_tag)::value;
       constexpr bool kArg = decltype(arg_tag)::value;
-      const dim3 grid(num_rois, (channels + 32 * VEC - 1) / (32 * VEC));
+      const dim3 grid(num_rois, (channels + kChunk - 1) / kChunk);
       TORCH_CHECK(grid.y <= 65535, "mmops::roi_pool: too many channels (", channels, ")");
       forward_kernel<scalar_t, VEC, kArg><<<grid, kThreads, 0, stream>>>(
           input.const_data_ptr<scalar_t>(), rois.const_data_ptr<scalar_t>(),
@@ -329,7 +447,13 @@ at::Tensor roi_pool_backward_cuda(const at::Tensor& grad_output_, const at::Tens
   const at::Tensor argmax = argmax_.contiguous();
   const int64_t bins = params.pooled_height * params.pooled_width;
   const int64_t plane = input_shape[2] * input_shape[3];
-  const int64_t blocks = std::min<int64_t>((total + kThreads - 1) / kThreads, int64_t(1) << 20);
+  const int64_t num_rois = rois.size(0), channels = input_shape[1];
+  // x: bins of all rois (fastest: channel-major order), y: groups of kGradChannels channels
+  const int64_t bin_blocks = (num_rois * bins + kThreads - 1) / kThreads;
+  TORCH_CHECK(bin_blocks <= std::numeric_limits<int32_t>::max(), "mmops::roi_pool backward: too many rois (",
+              num_rois, ")");
+  const dim3 grad_grid(static_cast<unsigned>(bin_blocks),
+                       static_cast<unsigned>(std::min<int64_t>((channels + kGradChannels - 1) / kGradChannels, 65535)));
   const int64_t out_blocks = std::min<int64_t>((numel + kThreads - 1) / kThreads, int64_t(1) << 20);
   at::Tensor grad;
   AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, dtype, "mmops::roi_pool backward (CUDA)", [&] {
@@ -339,15 +463,11 @@ at::Tensor roi_pool_backward_cuda(const at::Tensor& grad_output_, const at::Tens
       const double adds_bound = static_cast<double>(rois.size(0)) * static_cast<double>(bins);
       const at::Tensor max_abs = grad_output.abs().amax().to(at::kFloat);
       at::Tensor sums = at::zeros(input_shape, grad_output.options().dtype(at::kLong));
-      with_index_type(total, [&](auto index_tag) {
-        using index_t = decltype(index_tag);
-        backward_fixed_point_kernel<scalar_t, acc_t, index_t><<<blocks, kThreads, 0, stream>>>(
-            grad_output.const_data_ptr<scalar_t>(), rois.const_data_ptr<scalar_t>(),
-            argmax.const_data_ptr<int32_t>(), sums.mutable_data_ptr<int64_t>(),
-            max_abs.const_data_ptr<float>(), adds_bound, static_cast<index_t>(total), input_shape[0],
-            static_cast<index_t>(input_shape[1]), static_cast<index_t>(bins), plane);
-        C10_CUDA_KERNEL_LAUNCH_CHECK();
-      });
+      backward_fixed_point_kernel<scalar_t, acc_t><<<grad_grid, kThreads, 0, stream>>>(
+          grad_output.const_data_ptr<scalar_t>(), rois.const_data_ptr<scalar_t>(),
+          argmax.const_data_ptr<int32_t>(), sums.mutable_data_ptr<int64_t>(),
+          max_abs.const_data_ptr<float>(), adds_bound, num_rois, input_shape[0], channels, bins, plane);
+      C10_CUDA_KERNEL_LAUNCH_CHECK();
       grad = at::empty(input_shape, grad_output.options());
       fixed_point_to_value_kernel<scalar_t><<<out_blocks, kThreads, 0, stream>>>(
           sums.const_data_ptr<int64_t>(), grad.mutable_data_ptr<scalar_t>(), numel,
@@ -357,15 +477,11 @@ at::Tensor roi_pool_backward_cuda(const at::Tensor& grad_output_, const at::Tens
     }
     // float / double atomics straight into the gradient; half / bfloat16 into a float buffer
     grad = at::zeros(input_shape, grad_output.options().dtype(reduced ? at::kFloat : dtype));
-    with_index_type(total, [&](auto index_tag) {
-      using index_t = decltype(index_tag);
-      backward_kernel<scalar_t, acc_t, index_t><<<blocks, kThreads, 0, stream>>>(
-          grad_output.const_data_ptr<scalar_t>(), rois.const_data_ptr<scalar_t>(),
-          argmax.const_data_ptr<int32_t>(), grad.mutable_data_ptr<acc_t>(),
-          static_cast<index_t>(total), input_shape[0], static_cast<index_t>(input_shape[1]),
-          static_cast<index_t>(bins), plane);
-      C10_CUDA_KERNEL_LAUNCH_CHECK();
-    });
+    backward_kernel<scalar_t, acc_t><<<grad_grid, kThreads, 0, stream>>>(
+        grad_output.const_data_ptr<scalar_t>(), rois.const_data_ptr<scalar_t>(),
+        argmax.const_data_ptr<int32_t>(), grad.mutable_data_ptr<acc_t>(), num_rois, input_shape[0],
+        channels, bins, plane);
+    C10_CUDA_KERNEL_LAUNCH_CHECK();
   });
   return reduced && !deterministic ? grad.to(dtype) : grad;
 }
