@@ -11,24 +11,13 @@
 
 #include <gtest/gtest.h>
 
+#include "test_support.h"
+
 #include <cmath>
 #include <cstdio>
 #include <string>
 
 namespace {
-
-template <typename Fn>
-std::string error_of(Fn&& fn) {
-  try {
-    fn();
-  } catch (const c10::Error& e) {
-    return e.what_without_backtrace();
-  }
-  return "<no error>";
-}
-
-#define EXPECT_ERROR_MENTIONS(statement, text) \
-  EXPECT_NE(error_of([&] { statement; }).find(text), std::string::npos) << error_of([&] { statement; })
 
 TEST(SigmoidFocalLoss, KnownValues) {
   // x = 0: p = 1/2; positive 0.25 * 0.25 * ln 2, negative 0.75 * 0.25 * ln 2; row 1 is background.
@@ -105,33 +94,6 @@ TEST(FocalLoss, ErrorsNameTheArgument) {
   EXPECT_ERROR_MENTIONS(mmops::sigmoid_focal_loss(x, bad), "target[2] = 4");
 }
 
-// Resolves `torch.ops.<namespace>` in TorchScript source compiled from C++, as Python does.
-struct OpsNamespaces : torch::jit::SugaredValue {
-  std::string kind() const override { return "torch.ops"; }
-  std::shared_ptr<torch::jit::SugaredValue> attr(const torch::jit::SourceRange&, torch::jit::GraphFunction&,
-                                                 const std::string& ns) override {
-    return std::make_shared<torch::jit::BuiltinModule>(ns);
-  }
-};
-
-struct TorchWithOps : torch::jit::SugaredValue {
-  std::string kind() const override { return "torch"; }
-  std::shared_ptr<torch::jit::SugaredValue> attr(const torch::jit::SourceRange& loc, torch::jit::GraphFunction& m,
-                                                 const std::string& field) override {
-    if (field == "ops") {
-      return std::make_shared<OpsNamespaces>();
-    }
-    return torch::jit::BuiltinModule("aten").attr(loc, m, field);
-  }
-};
-
-struct OpsResolver : torch::jit::Resolver {
-  std::shared_ptr<torch::jit::SugaredValue> resolveValue(const std::string& name, torch::jit::GraphFunction&,
-                                                         const torch::jit::SourceRange&) override {
-    return name == "torch" ? std::make_shared<TorchWithOps>() : nullptr;
-  }
-};
-
 TEST(DetectionOps, TorchScriptModuleSavedAndLoadedInCpp) {
   // A TorchScript module calling roi_pool and both focal losses, saved to a file and loaded back.
   torch::jit::Module module("DetectionHead");
@@ -141,7 +103,7 @@ def forward(self, x: Tensor, rois: Tensor, logits: Tensor, target: Tensor) -> Te
     a = torch.ops.mmops.sigmoid_focal_loss(logits, target, 2.0, 0.25, None, "mean")
     b = torch.ops.mmops.softmax_focal_loss(logits, target, 1.0, 0.5, None, "sum")
     return pooled.sum() + a + b
-)JIT", std::make_shared<OpsResolver>());
+)JIT", std::make_shared<mmops_test::TorchResolver>());
   const std::string path = ::testing::TempDir() + "mmops_detection_head.pt";
   module.save(path);
   torch::jit::Module loaded = torch::jit::load(path);

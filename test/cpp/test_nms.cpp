@@ -12,24 +12,13 @@
 
 #include <gtest/gtest.h>
 
+#include "test_support.h"
+
 #include <limits>
 #include <string>
 #include <vector>
 
 namespace {
-
-template <typename Fn>
-std::string error_of(Fn&& fn) {
-  try {
-    fn();
-  } catch (const c10::Error& e) {
-    return e.what_without_backtrace();
-  }
-  return "<no error>";
-}
-
-#define EXPECT_ERROR_MENTIONS(statement, text) \
-  EXPECT_NE(error_of([&] { statement; }).find(text), std::string::npos) << error_of([&] { statement; })
 
 std::vector<int64_t> to_vector(const at::Tensor& t) {
   const at::Tensor c = t.to(at::kCPU, at::kLong).contiguous();
@@ -227,34 +216,6 @@ TEST(BBoxOverlaps, BadArgumentsRaiseClearErrors) {
                         "expected bboxes2 to have the dtype of bboxes1");
 }
 
-// Resolves `torch.ops.<namespace>` in TorchScript source compiled from C++,
-// as Python does (torch::jit::compile's default resolver knows aten only).
-struct OpsNamespaces : torch::jit::SugaredValue {
-  std::string kind() const override { return "torch.ops"; }
-  std::shared_ptr<torch::jit::SugaredValue> attr(const torch::jit::SourceRange&, torch::jit::GraphFunction&,
-                                                 const std::string& ns) override {
-    return std::make_shared<torch::jit::BuiltinModule>(ns);
-  }
-};
-
-struct TorchNamespace : torch::jit::SugaredValue {
-  std::string kind() const override { return "torch"; }
-  std::shared_ptr<torch::jit::SugaredValue> attr(const torch::jit::SourceRange& loc, torch::jit::GraphFunction& m,
-                                                 const std::string& field) override {
-    if (field == "ops") {
-      return std::make_shared<OpsNamespaces>();
-    }
-    return torch::jit::BuiltinModule("aten").attr(loc, m, field);
-  }
-};
-
-struct OpsResolver : torch::jit::Resolver {
-  std::shared_ptr<torch::jit::SugaredValue> resolveValue(const std::string& name, torch::jit::GraphFunction&,
-                                                         const torch::jit::SourceRange&) override {
-    return name == "torch" ? std::make_shared<TorchNamespace>() : nullptr;
-  }
-};
-
 TEST(Nms, TorchScriptSourceCompiledInCpp) {
   auto unit = std::make_shared<torch::jit::CompilationUnit>();
   unit->define(std::nullopt, R"JIT(
@@ -264,7 +225,7 @@ def post(boxes: Tensor, scores: Tensor, idxs: Tensor) -> Tensor:
     dets, keep3 = torch.ops.mmops.soft_nms(boxes, scores, 0.3, 0.5, 0.001, "naive")
     iou = torch.ops.mmops.bbox_overlaps(boxes[keep], boxes, "iou", False, 0)
     return torch.cat([keep, keep2, keep3, (iou.amax(1) == 1.0).long()])
-)JIT", std::make_shared<OpsResolver>(), nullptr);
+)JIT", std::make_shared<mmops_test::TorchResolver>(), nullptr);
   const at::Tensor idxs = at::tensor({0, 1, 0, 0}, at::TensorOptions().dtype(at::kLong));
   const at::Tensor out = unit->run_method("post", mmcv_boxes(), mmcv_scores(), idxs).toTensor();
   // nms [1, 0, 3]; batched (box 1 alone in category 1) [1, 2, 0, 3]; soft naive [1, 0, 3];

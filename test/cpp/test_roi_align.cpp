@@ -11,6 +11,8 @@
 
 #include <gtest/gtest.h>
 
+#include "test_support.h"
+
 #include <string>
 
 namespace {
@@ -33,19 +35,6 @@ at::Tensor random_rois(int64_t count, int64_t batch, double height, double width
   const at::Tensor y2 = y1 + at::rand({count, 1}, options) * height * 0.6;
   return at::cat({index, x1, y1, x2, y2}, 1).to(dtype);
 }
-
-template <typename Fn>
-std::string error_of(Fn&& fn) {
-  try {
-    fn();
-  } catch (const c10::Error& e) {
-    return e.what_without_backtrace();
-  }
-  return "<no error>";
-}
-
-#define EXPECT_ERROR_MENTIONS(statement, text) \
-  EXPECT_NE(error_of([&] { statement; }).find(text), std::string::npos) << error_of([&] { statement; })
 
 TEST(RoIAlign, KnownVectorForwardAndBackward) {
   // mmcv's test vector: 2x2 map, one roi over it, 2x2 output, 2 samples per bin side.
@@ -180,41 +169,12 @@ TEST(RoIAlign, StrictSwitchRoundTrips) {
   EXPECT_EQ(mmops::strict_index_check(), before);
 }
 
-// torch::jit::compile's default resolver knows `torch` as the aten namespace
-// only; this one also resolves `torch.ops.<namespace>` as Python does, so the
-// same source a user writes in Python compiles here.
-struct TorchOpsNamespaces : torch::jit::SugaredValue {
-  std::string kind() const override { return "torch.ops"; }
-  std::shared_ptr<torch::jit::SugaredValue> attr(const torch::jit::SourceRange&, torch::jit::GraphFunction&,
-                                                 const std::string& ns) override {
-    return std::make_shared<torch::jit::BuiltinModule>(ns);
-  }
-};
-
-struct TorchModule : torch::jit::SugaredValue {
-  std::string kind() const override { return "torch"; }
-  std::shared_ptr<torch::jit::SugaredValue> attr(const torch::jit::SourceRange& loc, torch::jit::GraphFunction& m,
-                                                 const std::string& field) override {
-    if (field == "ops") {
-      return std::make_shared<TorchOpsNamespaces>();
-    }
-    return torch::jit::BuiltinModule("aten").attr(loc, m, field);
-  }
-};
-
-struct TorchResolver : torch::jit::Resolver {
-  std::shared_ptr<torch::jit::SugaredValue> resolveValue(const std::string& name, torch::jit::GraphFunction&,
-                                                         const torch::jit::SourceRange&) override {
-    return name == "torch" ? std::make_shared<TorchModule>() : nullptr;
-  }
-};
-
 TEST(RoIAlign, TorchScriptSourceCompiledInCpp) {
   auto unit = std::make_shared<torch::jit::CompilationUnit>();
   unit->define(std::nullopt, R"JIT(
 def pool(x: Tensor, rois: Tensor) -> Tensor:
     return torch.ops.mmops.roi_align(x, rois, [2, 2], 1.0, 2, "avg", True) * 2.0
-)JIT", std::make_shared<TorchResolver>(), nullptr);
+)JIT", std::make_shared<mmops_test::TorchResolver>(), nullptr);
   const at::Tensor out = unit->run_method("pool", known_input(), known_roi()).toTensor();
   const at::Tensor expected = 2 * mmops::roi_align(known_input(), known_roi(), {2, 2}, 1.0, 2);
   EXPECT_TRUE(at::allclose(out, expected)) << out;

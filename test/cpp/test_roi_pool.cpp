@@ -8,22 +8,11 @@
 
 #include <gtest/gtest.h>
 
+#include "test_support.h"
+
 #include <string>
 
 namespace {
-
-template <typename Fn>
-std::string error_of(Fn&& fn) {
-  try {
-    fn();
-  } catch (const c10::Error& e) {
-    return e.what_without_backtrace();
-  }
-  return "<no error>";
-}
-
-#define EXPECT_ERROR_MENTIONS(statement, text) \
-  EXPECT_NE(error_of([&] { statement; }).find(text), std::string::npos) << error_of([&] { statement; })
 
 at::Tensor ramp() {
   return at::arange(16, at::kDouble).reshape({1, 1, 4, 4});

@@ -1,0 +1,61 @@
+#pragma once
+// Helpers shared by the GoogleTest files: error-message checks and a
+// TorchScript resolver for source compiled from C++.
+
+#include <c10/util/Exception.h>
+#include <torch/csrc/jit/api/compilation_unit.h>
+#include <torch/csrc/jit/frontend/resolver.h>
+#include <torch/csrc/jit/frontend/sugared_value.h>
+
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <string>
+
+namespace mmops_test {
+
+// The message of the c10::Error that fn() throws, or "<no error>".
+template <typename Fn>
+std::string error_of(Fn&& fn) {
+  try {
+    fn();
+  } catch (const c10::Error& e) {
+    return e.what_without_backtrace();
+  }
+  return "<no error>";
+}
+
+// torch::jit::compile's default resolver knows `torch` as the aten namespace
+// only; this one also resolves `torch.ops.<namespace>` as Python does, so the
+// same source a user writes in Python compiles here.
+struct TorchOpsNamespaces : torch::jit::SugaredValue {
+  std::string kind() const override { return "torch.ops"; }
+  std::shared_ptr<torch::jit::SugaredValue> attr(const torch::jit::SourceRange&, torch::jit::GraphFunction&,
+                                                 const std::string& ns) override {
+    return std::make_shared<torch::jit::BuiltinModule>(ns);
+  }
+};
+
+struct TorchModule : torch::jit::SugaredValue {
+  std::string kind() const override { return "torch"; }
+  std::shared_ptr<torch::jit::SugaredValue> attr(const torch::jit::SourceRange& loc, torch::jit::GraphFunction& m,
+                                                 const std::string& field) override {
+    if (field == "ops") {
+      return std::make_shared<TorchOpsNamespaces>();
+    }
+    return torch::jit::BuiltinModule("aten").attr(loc, m, field);
+  }
+};
+
+struct TorchResolver : torch::jit::Resolver {
+  std::shared_ptr<torch::jit::SugaredValue> resolveValue(const std::string& name, torch::jit::GraphFunction&,
+                                                         const torch::jit::SourceRange&) override {
+    return name == "torch" ? std::make_shared<TorchModule>() : nullptr;
+  }
+};
+
+} // namespace mmops_test
+
+#define EXPECT_ERROR_MENTIONS(statement, text)                                            \
+  EXPECT_NE(::mmops_test::error_of([&] { statement; }).find(text), std::string::npos) \
+      << ::mmops_test::error_of([&] { statement; })
