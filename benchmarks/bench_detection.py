@@ -28,16 +28,15 @@ Exit code 1 when a correctness check fails or mmops raises, else 0.
 from __future__ import annotations
 
 import argparse
-import statistics
 import sys
-import time
 from dataclasses import dataclass
-from typing import Callable, Optional
+from typing import Optional
 
 import torch
 import torch.nn.functional as F
 
 import mmops
+from bench_common import Timer, fmt_ms, fmt_ratio, print_columns, report_problems
 
 try:
     import torchvision
@@ -50,33 +49,6 @@ except ImportError:  # pragma: no cover
 
 DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
 GAMMA, ALPHA = 2.0, 0.25
-
-
-class Timer:
-    def __init__(self, device: torch.device, iters: int, warmup: int) -> None:
-        self.device, self.iters, self.warmup = device, iters, warmup
-
-    def __call__(self, fn: Callable[[], object]) -> float:
-        """Median milliseconds of one call of fn."""
-        for _ in range(self.warmup):
-            fn()
-        if self.device.type == "cuda":
-            torch.cuda.synchronize(self.device)
-            events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
-                      for _ in range(self.iters)]
-            for start, end in events:
-                start.record()
-                fn()
-                end.record()
-            torch.cuda.synchronize(self.device)
-            times = [s.elapsed_time(e) for s, e in events]
-        else:
-            times = []
-            for _ in range(self.iters):
-                t0 = time.perf_counter()
-                fn()
-                times.append((time.perf_counter() - t0) * 1e3)
-        return statistics.median(times)
 
 
 @dataclass
@@ -237,29 +209,13 @@ def bench_focal(kind, rows, classes, dtype_name, device, timer, problems):
 
 # --------------------------------------------------------------------------- table
 
-def fmt_ms(v):
-    return "n/a" if v is None else f"{v:.3f}"
-
-
-def fmt_ratio(base, mm):
-    return "n/a" if base is None or mm is None or mm <= 0 else f"{base / mm:.2f}x"
-
-
 def print_table(rows):
     header = ["op", "shape", "dtype", "layout", "baseline fwd ms", "mmops fwd ms", "ratio",
               "baseline fwd+bwd ms", "mmops fwd+bwd ms", "ratio", "rel err fwd/bwd"]
     cells = [[r.op, r.shape, r.dtype, r.layout, fmt_ms(r.base_fwd), fmt_ms(r.mm_fwd),
               fmt_ratio(r.base_fwd, r.mm_fwd), fmt_ms(r.base_fb), fmt_ms(r.mm_fb),
               fmt_ratio(r.base_fb, r.mm_fb), r.check] for r in rows]
-    widths = [max(len(h), *(len(c[i]) for c in cells)) if cells else len(h) for i, h in enumerate(header)]
-
-    def line(values):
-        return " | ".join(v.ljust(w) if i < 4 else v.rjust(w) for i, (v, w) in enumerate(zip(values, widths)))
-
-    print(line(header))
-    print("-+-".join("-" * w for w in widths))
-    for c in cells:
-        print(line(c))
+    print_columns(header, cells, left=4)
 
 
 def main() -> int:
@@ -309,12 +265,7 @@ def main() -> int:
             for d in focal_dtypes:
                 rows.append(bench_focal(kind, *focal_case, d, device, timer, problems))
     print_table(rows)
-    if problems:
-        print("\nPROBLEMS:")
-        for p in problems:
-            print(f"  {p}")
-        return 1
-    return 0
+    return report_problems(problems)
 
 
 if __name__ == "__main__":

@@ -23,14 +23,14 @@ Exit code 1 when a correctness check fails (timings are never asserted).
 from __future__ import annotations
 
 import argparse
-import statistics
 import sys
-import time
-from typing import Callable, Optional
+from typing import Optional
 
 import torch
 
 import mmops
+from bench_common import Timer
+from bench_common import fmt_ms as fmt
 
 try:
     import torchvision
@@ -45,33 +45,6 @@ THRESHOLD = 0.5
 CUDA_OVERLAP_SHAPES = [(100000, 50, False), (5000, 5000, False), (1000000, 1000000, True)]
 CPU_OVERLAP_SHAPES = [(20000, 50, False), (1000, 1000, False), (100000, 100000, True)]
 DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16, "fp64": torch.float64}
-
-
-class Timer:
-    def __init__(self, device: torch.device, iters: int, warmup: int) -> None:
-        self.device, self.iters, self.warmup = device, iters, warmup
-
-    def __call__(self, fn: Callable[[], object]) -> float:
-        """Median milliseconds of one call of fn."""
-        for _ in range(self.warmup):
-            fn()
-        if self.device.type == "cuda":
-            torch.cuda.synchronize(self.device)
-            events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
-                      for _ in range(self.iters)]
-            for start, end in events:
-                start.record()
-                fn()
-                end.record()
-            torch.cuda.synchronize(self.device)
-            times = [start.elapsed_time(end) for start, end in events]
-        else:
-            times = []
-            for _ in range(self.iters):
-                t0 = time.perf_counter()
-                fn()
-                times.append((time.perf_counter() - t0) * 1e3)
-        return statistics.median(times)
 
 
 def make_boxes(n: int, device, dtype, seed: int = 0):
@@ -106,10 +79,6 @@ def compare_keep(keep, tv_keep, scores) -> str:
             and torch.equal(scores[keep], scores[tv_keep])):
         return "equal up to ties"
     return "DIFFERS"
-
-
-def fmt(v: Optional[float]) -> str:
-    return "n/a" if v is None else f"{v:.3f}"
 
 
 def ratio(base: Optional[float], mine: Optional[float]) -> str:

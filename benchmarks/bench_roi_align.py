@@ -37,15 +37,14 @@ from __future__ import annotations
 
 import argparse
 import math
-import statistics
 import sys
-import time
 from dataclasses import dataclass
-from typing import Callable, Optional
+from typing import Optional
 
 import torch
 
 import mmops
+from bench_common import Timer, fmt_ms, fmt_ratio, print_columns, report_problems
 
 try:  # the baseline; without it only mmops is timed
     import torchvision
@@ -247,35 +246,6 @@ def tv_multi_level_roi_align(feats, rois, output_size, spatial_scales, sampling_
     return result
 
 
-class Timer:
-    def __init__(self, device: torch.device, iters: int, warmup: int) -> None:
-        self.device, self.iters, self.warmup = device, iters, warmup
-
-    def __call__(self, fn: Callable[[], object]) -> float:
-        """Median milliseconds of one call of fn."""
-        for _ in range(self.warmup):
-            fn()
-        if self.device.type == "cuda":
-            torch.cuda.synchronize(self.device)
-            events = [
-                (torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
-                for _ in range(self.iters)
-            ]
-            for start, end in events:
-                start.record()
-                fn()
-                end.record()
-            torch.cuda.synchronize(self.device)
-            times = [start.elapsed_time(end) for start, end in events]
-        else:
-            times = []
-            for _ in range(self.iters):
-                t0 = time.perf_counter()
-                fn()
-                times.append((time.perf_counter() - t0) * 1e3)
-        return statistics.median(times)
-
-
 def rel_max_diff(out: torch.Tensor, ref: torch.Tensor) -> tuple[float, float]:
     """(max |out - ref|, that divided by max |ref|)."""
     diff = (out.double() - ref.double()).abs().max().item()
@@ -444,14 +414,6 @@ def bench_multi_level_config(case, dtype_name, layout_name, modes, device, timer
                       mm, tv, reference)
 
 
-def fmt_ms(v: Optional[float]) -> str:
-    return "n/a" if v is None else f"{v:.3f}"
-
-
-def fmt_ratio(tv: Optional[float], mm: Optional[float]) -> str:
-    return "n/a" if tv is None or mm is None or mm <= 0 else f"{tv / mm:.2f}x"
-
-
 def print_table(rows: list[Row]) -> None:
     header = ["case", "dtype", "layout", "mode",
               "torchvision fwd ms", "mmops fwd ms", "ratio",
@@ -464,16 +426,7 @@ def print_table(rows: list[Row]) -> None:
          fmt_ms(r.mm_det_fb), fmt_ratio(r.mm_det_fb, r.mm_fb), r.check]
         for r in rows
     ]
-    widths = [max(len(h), *(len(c[i]) for c in cells)) if cells else len(h) for i, h in enumerate(header)]
-    left = 4  # the first four columns are text, the rest numbers
-
-    def line(values):
-        return " | ".join(v.ljust(w) if i < left else v.rjust(w) for i, (v, w) in enumerate(zip(values, widths)))
-
-    print(line(header))
-    print("-+-".join("-" * w for w in widths))
-    for c in cells:
-        print(line(c))
+    print_columns(header, cells, left=4)  # the first four columns are text, the rest numbers
 
 
 def parse_list(value: Optional[str], choices) -> Optional[list]:
@@ -546,12 +499,7 @@ def main() -> int:
                 if cuda:
                     torch.cuda.empty_cache()
     print_table(rows)
-    if problems:
-        print("\nPROBLEMS:")
-        for p in problems:
-            print(f"  {p}")
-        return 1
-    return 0
+    return report_problems(problems)
 
 
 if __name__ == "__main__":

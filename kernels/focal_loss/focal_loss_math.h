@@ -14,6 +14,8 @@
 
 #include <c10/macros/Macros.h>
 
+#include "common/host_device_math.h"
+
 #include <cmath>
 #include <cstdint>
 
@@ -22,41 +24,10 @@ namespace focal_loss_math {
 
 enum class Reduction { None = 0, Mean = 1, Sum = 2 };
 
-template <typename T>
-C10_HOST_DEVICE inline T exp_of(T v) {
-#ifdef __CUDA_ARCH__
-  return exp(v);
-#else
-  return std::exp(v);
-#endif
-}
-
-template <typename T>
-C10_HOST_DEVICE inline T log_of(T v) {
-#ifdef __CUDA_ARCH__
-  return log(v);
-#else
-  return std::log(v);
-#endif
-}
-
-template <typename T>
-C10_HOST_DEVICE inline T log1p_of(T v) {
-#ifdef __CUDA_ARCH__
-  return log1p(v);
-#else
-  return std::log1p(v);
-#endif
-}
-
-template <typename T>
-C10_HOST_DEVICE inline T pow_of(T base, T e) {
-#ifdef __CUDA_ARCH__
-  return pow(base, e);
-#else
-  return std::pow(base, e);
-#endif
-}
+using host_device_math::exp_of;
+using host_device_math::log1p_of;
+using host_device_math::log_of;
+using host_device_math::pow_of;
 
 // base^gamma with the common exponents done by multiplication.
 template <typename T>

@@ -27,6 +27,7 @@
 // A roi whose batch index is out of range pools zeros and gets no gradient.
 
 #include "roi_align/roi_align_kernels.h"
+#include "common/cuda_helpers.cuh"
 #include "roi_align/roi_align_math.h"
 
 #include <ATen/Context.h>
@@ -49,6 +50,9 @@ namespace kernels {
 namespace {
 
 using namespace roi_align_math;
+using cuda_helpers::channel_vector;
+using cuda_helpers::load_readonly;
+using cuda_helpers::Pack;
 
 constexpr int kWarps = 8;
 constexpr int kThreads = kWarps * 32;
@@ -64,32 +68,6 @@ __device__ inline T smaller(T a, T b) {
 template <typename T>
 __device__ inline T larger(T a, T b) {
   return a > b ? a : b;
-}
-
-// VEC consecutive channels travel together in one load: 16 bytes for float
-// and double, 8 for half/bfloat16 (whose float accumulators would otherwise
-// need too many registers).
-template <typename scalar_t>
-constexpr int channel_vector() {
-  return sizeof(scalar_t) == 8 ? 2 : 4;
-}
-
-template <typename scalar_t, int VEC>
-struct alignas(sizeof(scalar_t) * VEC) Pack {
-  scalar_t v[VEC];
-};
-
-// A read-only (non-coherent cache) load of a Pack of 2 to 16 bytes.
-template <typename P>
-__device__ inline P load_readonly(const P* address) {
-  using Bits = std::conditional_t<sizeof(P) == 2, unsigned short,
-               std::conditional_t<sizeof(P) == 4, unsigned int,
-               std::conditional_t<sizeof(P) == 8, uint2, uint4>>>;
-  static_assert(sizeof(Bits) == sizeof(P), "unexpected pack size");
-  const Bits bits = __ldg(reinterpret_cast<const Bits*>(address));
-  P value;
-  memcpy(&value, &bits, sizeof(P));
-  return value;
 }
 
 // Pixel data and size of each feature map, passed by value to the kernels.

@@ -16,40 +16,20 @@
 
 #include <c10/macros/Macros.h>
 
+#include "common/host_device_math.h"
+
 #include <cmath>
 #include <cstdint>
 
 namespace mmops {
 namespace roi_align_math {
 
+using host_device_math::batch_index;
+using host_device_math::ceil_of;
+using host_device_math::is_finite;
+using host_device_math::MaxTracker;
+
 constexpr int kMaxAdaptiveGrid = 512;
-
-template <typename T>
-C10_HOST_DEVICE inline bool is_finite(T v) {
-#ifdef __CUDA_ARCH__
-  return isfinite(v);
-#else
-  return std::isfinite(v);
-#endif
-}
-
-template <typename T>
-C10_HOST_DEVICE inline T ceil_of(T v) {
-#ifdef __CUDA_ARCH__
-  return ceil(v);
-#else
-  return std::ceil(v);
-#endif
-}
-
-// Index of the image a roi belongs to, or -1 if rois[k, 0] is not in [0, batch_size).
-template <typename T>
-C10_HOST_DEVICE inline int64_t batch_index(T value, int64_t batch_size) {
-  if (!(value >= T(0) && value < static_cast<T>(batch_size))) {
-    return -1;  // also NaN
-  }
-  return static_cast<int64_t>(value);
-}
 
 // One roi in feature-map coordinates.
 template <typename T>
@@ -226,23 +206,7 @@ C10_HOST_DEVICE inline T interpolate(const AxisTap<T>& ty, const AxisTap<T>& tx,
       c.weight[2] * load(c.offset[2]) + c.weight[3] * load(c.offset[3]);
 }
 
-// Running maximum over a bin's samples for pool_mode="max". The first maximum
-// wins ties; a NaN sample wins and sticks (as torch.amax propagates NaN).
-template <typename T>
-struct MaxTracker {
-  T best = T(0);
-  int index = -1;  // sample index iy * grid_w + ix; -1 while no sample was seen
-  C10_HOST_DEVICE inline void update(T value, int sample) {
-    // Branch-free select: the winner of a bin is data-dependent, so a branch
-    // would mispredict about half the time.
-    const bool take = index < 0 || value > best || (value != value && best == best);
-    best = take ? value : best;
-    index = take ? sample : index;
-  }
-  C10_HOST_DEVICE inline T result() const {
-    return index < 0 ? T(0) : best;
-  }
-};
-
+// Running maximum over a bin's samples for pool_mode="max" (index: the sample
+// iy * grid_w + ix): host_device_math::MaxTracker.
 } // namespace roi_align_math
 } // namespace mmops

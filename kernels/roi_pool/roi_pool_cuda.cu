@@ -26,6 +26,7 @@
 // zeros (argmax -1) and receives no gradient.
 
 #include "roi_pool/roi_pool_kernels.h"
+#include "common/cuda_helpers.cuh"
 #include "roi_pool/roi_pool_math.h"
 
 #include <ATen/Context.h>
@@ -50,6 +51,9 @@ namespace kernels {
 namespace {
 
 using namespace roi_pool_math;
+using cuda_helpers::channel_vector;
+using cuda_helpers::load_readonly;
+using cuda_helpers::Pack;
 
 constexpr int kWarps = 8;
 constexpr int kThreads = kWarps * 32;
@@ -59,31 +63,6 @@ constexpr int kGradChannels = 4;  // channels of one backward thread
 
 __device__ inline int64_t smaller(int64_t a, int64_t b) {
   return a < b ? a : b;
-}
-
-// VEC consecutive channels travel together in one load: 16 bytes for float
-// and double, 8 for half/bfloat16.
-template <typename scalar_t>
-constexpr int channel_vector() {
-  return sizeof(scalar_t) == 8 ? 2 : 4;
-}
-
-template <typename scalar_t, int VEC>
-struct alignas(sizeof(scalar_t) * VEC) Pack {
-  scalar_t v[VEC];
-};
-
-// A read-only (non-coherent cache) load of a Pack of 2 to 16 bytes.
-template <typename P>
-__device__ inline P load_pack(const P* address) {
-  using Bits = std::conditional_t<sizeof(P) == 2, unsigned short,
-               std::conditional_t<sizeof(P) == 4, unsigned int,
-               std::conditional_t<sizeof(P) == 8, uint2, uint4>>>;
-  static_assert(sizeof(Bits) == sizeof(P), "unexpected pack size");
-  const Bits bits = __ldg(reinterpret_cast<const Bits*>(address));
-  P value;
-  memcpy(&value, &bits, sizeof(P));
-  return value;
 }
 
 template <typename acc_t>
@@ -182,7 +161,7 @@ __global__ void __launch_bounds__(kThreads) forward_kernel(
       if (active && h0 < h1 && w0 < w1) {
         const int32_t first = h0 * w32 + w0;
         const PackT* row = pixels + static_cast<int64_t>(first) * stride;
-        const PackT v0 = load_pack(row);
+        const PackT v0 = load_readonly(row);
 #pragma unroll
         for (int i = 0; i < VEC; ++i) {
           m[i].best = static_cast<acc_t>(v0.v[i]);
@@ -195,7 +174,7 @@ __global__ void __launch_bounds__(kThreads) forward_kernel(
           int32_t pixel = row_pixel;
 #pragma unroll 4
           for (int32_t w = w0; w < w1; w += G, q += column_step, pixel += G) {
-            const PackT v = load_pack(q);
+            const PackT v = load_readonly(q);
 #pragma unroll
             for (int i = 0; i < VEC; ++i) {
               m[i].update(static_cast<acc_t>(v.v[i]), pixel);

@@ -13,56 +13,20 @@
 
 #include <c10/macros/Macros.h>
 
+#include "common/host_device_math.h"
+
 #include <cmath>
 #include <cstdint>
 
 namespace mmops {
 namespace roi_pool_math {
 
-template <typename T>
-C10_HOST_DEVICE inline bool is_finite(T v) {
-#ifdef __CUDA_ARCH__
-  return isfinite(v);
-#else
-  return std::isfinite(v);
-#endif
-}
-
-template <typename T>
-C10_HOST_DEVICE inline T round_away(T v) {
-#ifdef __CUDA_ARCH__
-  return round(v);
-#else
-  return std::round(v);
-#endif
-}
-
-template <typename T>
-C10_HOST_DEVICE inline T floor_of(T v) {
-#ifdef __CUDA_ARCH__
-  return floor(v);
-#else
-  return std::floor(v);
-#endif
-}
-
-template <typename T>
-C10_HOST_DEVICE inline T ceil_of(T v) {
-#ifdef __CUDA_ARCH__
-  return ceil(v);
-#else
-  return std::ceil(v);
-#endif
-}
-
-// Index of the image a roi belongs to, or -1 if the value is not in [0, batch_size).
-template <typename T>
-C10_HOST_DEVICE inline int64_t batch_index(T value, int64_t batch_size) {
-  if (!(value >= T(0) && value < static_cast<T>(batch_size))) {
-    return -1;  // also NaN
-  }
-  return static_cast<int64_t>(value);
-}
+using host_device_math::batch_index;
+using host_device_math::ceil_of;
+using host_device_math::floor_of;
+using host_device_math::is_finite;
+using host_device_math::MaxTracker;
+using host_device_math::round_away;
 
 constexpr double kMaxCoord = 16777216.0;  // 2^24
 
@@ -117,21 +81,7 @@ C10_HOST_DEVICE inline Range bin_range(int64_t start, T bin, int64_t p, int64_t 
   return {b, e};
 }
 
-// Running maximum of a bin: the first maximum wins ties; a NaN wins and sticks.
-template <typename T>
-struct MaxTracker {
-  T best = T(0);
-  int32_t index = -1;  // pixel index h * W + w; -1 while no pixel was seen
-  C10_HOST_DEVICE inline void update(T value, int32_t pixel) {
-    const bool take = index < 0 || value > best || (value != value && best == best);
-    best = take ? value : best;
-    index = take ? pixel : index;
-  }
-  C10_HOST_DEVICE inline T result() const {
-    return index < 0 ? T(0) : best;
-  }
-};
-
+// Running maximum of a bin (index: the pixel h * W + w): host_device_math::MaxTracker.
 // Deterministic gradient sums add int64 fixed-point values round(value * scale),
 // whose total does not depend on the order of the adds. A pixel receives at
 // most `adds_bound` values of at most max_abs each; the scale is the largest

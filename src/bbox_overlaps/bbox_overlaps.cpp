@@ -3,6 +3,7 @@
 // math (shared with nms): kernels/common/box_iou.h.
 
 #include "bbox_overlaps/bbox_overlaps_kernels.h"
+#include "common/check_utils.h"
 
 #include <mmops/bbox_overlaps.h>
 
@@ -29,11 +30,7 @@ namespace {
 
 constexpr const char* kOp = "mmops::bbox_overlaps: ";
 
-std::string shape_of(const at::Tensor& t) {
-  std::ostringstream s;
-  s << t.sym_sizes();
-  return s.str();
-}
+using detail::shape_of;
 
 // Checks shapes, dtypes, devices and options; works on fake tensors too.
 BBoxOverlapsParams check_args(const at::Tensor& bboxes1, const at::Tensor& bboxes2, c10::string_view mode,

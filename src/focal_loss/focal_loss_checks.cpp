@@ -2,6 +2,7 @@
 // run it too, so fake tensors raise the same errors).
 
 #include "focal_loss/focal_loss_ops.h"
+#include "common/check_utils.h"
 
 #include <mmops/config.h>
 
@@ -15,12 +16,6 @@
 namespace mmops {
 namespace detail {
 namespace {
-
-std::string shape_of(const at::Tensor& t) {
-  std::ostringstream s;
-  s << t.sym_sizes();
-  return s.str();
-}
 
 focal_loss_math::Reduction parse_reduction(const char* op, c10::string_view reduction) {
   if (reduction == "none") {

@@ -2,6 +2,7 @@
 // backend (the meta kernels run it too, so fake tensors raise the same errors).
 
 #include "roi_align/roi_align_ops.h"
+#include "common/check_utils.h"
 
 #include <mmops/config.h>
 
@@ -15,12 +16,6 @@
 namespace mmops {
 namespace detail {
 namespace {
-
-std::string shape_of(const at::Tensor& t) {
-  std::ostringstream s;
-  s << t.sym_sizes();
-  return s.str();
-}
 
 PoolMode parse_pool_mode(const char* op, c10::string_view pool_mode) {
   if (pool_mode == "avg") {
@@ -36,11 +31,7 @@ PoolMode parse_pool_mode(const char* op, c10::string_view pool_mode) {
 RoIAlignParams check_common(const char* op, const at::Tensor& rois, c10::ArrayRef<double> spatial_scales,
                             int64_t sampling_ratio, c10::string_view pool_mode, bool aligned,
                             int64_t finest_scale) {
-  TORCH_CHECK(rois.dim() == 2 && rois.sym_size(1) == 5, op,
-              "expected rois to be a 2-D tensor of shape [K, 5] (batch_index, x1, y1, x2, y2), but got shape ",
-              shape_of(rois));
-  TORCH_CHECK(at::isFloatingType(rois.scalar_type()), op,
-              "expected rois to have a floating point dtype, but got ", rois.scalar_type());
+  check_rois_tensor(op, rois);
   TORCH_CHECK(!spatial_scales.empty() && spatial_scales.size() <= static_cast<size_t>(kMaxLevels), op,
               "expected 1 to ", kMaxLevels, " feature maps, but got ", spatial_scales.size());
   for (size_t l = 0; l < spatial_scales.size(); ++l) {
@@ -108,16 +99,7 @@ RoIAlignParams check_backward(const char* op, const at::Tensor& grad_output, con
                               c10::ArrayRef<double> spatial_scales, int64_t sampling_ratio,
                               c10::string_view pool_mode, bool aligned, int64_t finest_scale) {
   RoIAlignParams p = check_common(op, rois, spatial_scales, sampling_ratio, pool_mode, aligned, finest_scale);
-  TORCH_CHECK(grad_output.dim() == 4, op,
-              "expected grad_output to be a 4-D tensor [K, C, out_h, out_w], but got shape ",
-              shape_of(grad_output));
-  TORCH_CHECK(rois.scalar_type() == grad_output.scalar_type(), op,
-              "expected grad_output and rois to share one floating dtype, but got ",
-              grad_output.scalar_type(), " and ", rois.scalar_type());
-  TORCH_CHECK(rois.device() == grad_output.device(), op, "expected rois on the device of grad_output (",
-              grad_output.device(), "), but got ", rois.device());
-  TORCH_SYM_CHECK(grad_output.sym_size(0).sym_eq(rois.sym_size(0)), op,
-                  "grad_output has ", grad_output.sym_size(0), " rows but rois has ", rois.sym_size(0));
+  check_roi_grad_output(op, grad_output, rois);
   TORCH_SYM_CHECK(grad_output.sym_size(1).sym_eq(channels), op,
                   "grad_output has ", grad_output.sym_size(1), " channels but the features have ", channels);
   if (p.pool_mode == PoolMode::Max) {

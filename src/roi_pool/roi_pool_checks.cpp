@@ -2,6 +2,7 @@
 // too, so fake tensors raise the same errors).
 
 #include "roi_pool/roi_pool_ops.h"
+#include "common/check_utils.h"
 
 #include <c10/core/SymInt.h>
 
@@ -14,18 +15,8 @@ namespace mmops {
 namespace detail {
 namespace {
 
-std::string shape_of(const at::Tensor& t) {
-  std::ostringstream s;
-  s << t.sym_sizes();
-  return s.str();
-}
-
 void check_rois(const char* op, const at::Tensor& rois, double spatial_scale) {
-  TORCH_CHECK(rois.dim() == 2 && rois.sym_size(1) == 5, op,
-              "expected rois to be a 2-D tensor of shape [K, 5] (batch_index, x1, y1, x2, y2), but got shape ",
-              shape_of(rois));
-  TORCH_CHECK(at::isFloatingType(rois.scalar_type()), op,
-              "expected rois to have a floating point dtype, but got ", rois.scalar_type());
+  check_rois_tensor(op, rois);
   TORCH_CHECK(std::isfinite(spatial_scale) && spatial_scale > 0, op,
               "spatial_scale must be a positive finite number, but got ", spatial_scale);
 }
@@ -70,17 +61,7 @@ RoIPoolParams check_roi_pool_backward(const char* op, const at::Tensor& grad_out
   check_rois(op, rois, spatial_scale);
   TORCH_CHECK(input_shape.size() == 4, op, "expected input_shape to hold 4 values, but got ",
               input_shape.size());
-  TORCH_CHECK(grad_output.dim() == 4, op,
-              "expected grad_output to be a 4-D tensor [K, C, out_h, out_w], but got shape ",
-              shape_of(grad_output));
-  TORCH_CHECK(rois.scalar_type() == grad_output.scalar_type(), op,
-              "expected grad_output and rois to share one floating dtype, but got ",
-              grad_output.scalar_type(), " and ", rois.scalar_type());
-  TORCH_CHECK(rois.device() == grad_output.device(), op,
-              "expected rois on the device of grad_output (", grad_output.device(), "), but got ",
-              rois.device());
-  TORCH_SYM_CHECK(grad_output.sym_size(0).sym_eq(rois.sym_size(0)), op, "grad_output has ",
-                  grad_output.sym_size(0), " rows but rois has ", rois.sym_size(0));
+  check_roi_grad_output(op, grad_output, rois);
   TORCH_SYM_CHECK(grad_output.sym_size(1).sym_eq(input_shape[1]), op, "grad_output has ",
                   grad_output.sym_size(1), " channels but the input has ", input_shape[1]);
   TORCH_CHECK(argmax.scalar_type() == at::kInt && argmax.device() == grad_output.device(), op,
