@@ -1,6 +1,7 @@
 // CPU kernels of roi_align.
 //
-// Forward: parallel over rois, on the input made channels-last. For each roi a
+// Forward: parallel over rois, on the input made channels-last (ATen's copy;
+// a channels_last input is used as it is). For each roi a
 // table of its samples (four neighbour offsets and weights each) is built once
 // and applied to all channels at a time (contiguous, vectorised).
 // Backward: parallel over channels, so that no two threads ever add into the
@@ -136,40 +137,6 @@ struct Levels {
   std::vector<int64_t> height, width;
 };
 
-// The input in channels-last memory order: as it is if it already is, else
-// transposed in cache-sized blocks of pixels, in parallel (ATen's generic
-// copy to channels-last is single-threaded here and costs more than pooling).
-at::Tensor channels_last(const at::Tensor& input) {
-  if (input.is_contiguous(at::MemoryFormat::ChannelsLast)) {
-    return input;
-  }
-  const at::Tensor nchw = input.contiguous();
-  at::Tensor out = at::empty(input.sizes(), input.options(), at::MemoryFormat::ChannelsLast);
-  const int64_t batch = input.size(0), channels = input.size(1), pixels = input.size(2) * input.size(3);
-  constexpr int64_t kBlock = 64;  // pixels per task
-  const int64_t blocks = (pixels + kBlock - 1) / kBlock;
-  if (out.numel() == 0) {
-    return out;
-  }
-  AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, input.scalar_type(), "mmops::roi_align (CPU) layout", [&] {
-    const scalar_t* src = nchw.const_data_ptr<scalar_t>();
-    scalar_t* dst = out.mutable_data_ptr<scalar_t>();
-    at::parallel_for(0, batch * blocks, 1, [&](int64_t begin, int64_t end) {
-      for (int64_t task = begin; task < end; ++task) {
-        const int64_t n = task / blocks, p0 = task % blocks * kBlock, p1 = std::min(pixels, p0 + kBlock);
-        const scalar_t* in = src + n * channels * pixels;
-        scalar_t* o = dst + n * pixels * channels;
-        for (int64_t c = 0; c < channels; ++c) {
-          for (int64_t p = p0; p < p1; ++p) {
-            o[p * channels + c] = in[c * pixels + p];
-          }
-        }
-      }
-    });
-  });
-  return out;
-}
-
 template <typename scalar_t, typename acc_t>
 RoiSource<acc_t> locate(const scalar_t* roi, int64_t batch, const RoIAlignParams& p) {
   return locate_roi<acc_t>(roi[0], roi[1], roi[2], roi[3], roi[4], batch, p.spatial_scale,
@@ -304,7 +271,7 @@ std::tuple<at::Tensor, at::Tensor> roi_align_forward_cpu(
   // Channels-last: a sample's taps are then contiguous runs of channels.
   std::vector<at::Tensor> features;
   for (const at::Tensor& f : features_) {
-    features.push_back(channels_last(f));
+    features.push_back(f.contiguous(at::MemoryFormat::ChannelsLast));
   }
   const at::Tensor& first = features.front();
   const at::Tensor rois = rois_.contiguous();
