@@ -29,11 +29,7 @@ at::Tensor bbox_overlaps_cpu(const at::Tensor& bboxes1_in, const at::Tensor& bbo
     using acc_t = at::opmath_type<scalar_t>;
     using box_iou::Box;
     const acc_t offset = static_cast<acc_t>(p.offset);
-    auto load = [&](const scalar_t* b, int64_t i) {
-      const scalar_t* q = b + i * 4;
-      return Box<acc_t>{static_cast<acc_t>(q[0]), static_cast<acc_t>(q[1]), static_cast<acc_t>(q[2]),
-                        static_cast<acc_t>(q[3])};
-    };
+    auto load = box_iou::load_box<scalar_t, acc_t>;
     const scalar_t* b1 = bboxes1.const_data_ptr<scalar_t>();
     const scalar_t* b2 = bboxes2.const_data_ptr<scalar_t>();
     scalar_t* o = out.mutable_data_ptr<scalar_t>();
@@ -85,17 +81,8 @@ std::tuple<at::Tensor, at::Tensor> bbox_overlaps_backward_cpu(const at::Tensor& 
     using acc_t = at::opmath_type<scalar_t>;
     using box_iou::Box;
     const acc_t offset = static_cast<acc_t>(p.offset);
-    auto load = [&](const scalar_t* b, int64_t i) {
-      const scalar_t* q = b + i * 4;
-      return Box<acc_t>{static_cast<acc_t>(q[0]), static_cast<acc_t>(q[1]), static_cast<acc_t>(q[2]),
-                        static_cast<acc_t>(q[3])};
-    };
-    auto store = [](scalar_t* dst, int64_t i, const Box<acc_t>& v) {
-      dst[i * 4 + 0] = static_cast<scalar_t>(v.x1);
-      dst[i * 4 + 1] = static_cast<scalar_t>(v.y1);
-      dst[i * 4 + 2] = static_cast<scalar_t>(v.x2);
-      dst[i * 4 + 3] = static_cast<scalar_t>(v.y2);
-    };
+    auto load = box_iou::load_box<scalar_t, acc_t>;
+    auto store = box_iou::store_box<scalar_t, acc_t>;
     const scalar_t* b1 = bboxes1.const_data_ptr<scalar_t>();
     const scalar_t* b2 = bboxes2.const_data_ptr<scalar_t>();
     const scalar_t* g = grad.const_data_ptr<scalar_t>();

@@ -22,24 +22,11 @@ namespace kernels {
 namespace {
 
 using box_iou::Box;
+using box_iou::load_box;
+using box_iou::store_box;
 
 constexpr int kTileSide = 32;
 constexpr int kRowsPerThread = 4;  // blockDim = (32, 8)
-
-template <typename scalar_t, typename acc_t>
-__device__ inline Box<acc_t> load_box(const scalar_t* b, int64_t i) {
-  const scalar_t* q = b + i * 4;
-  return Box<acc_t>{static_cast<acc_t>(q[0]), static_cast<acc_t>(q[1]), static_cast<acc_t>(q[2]),
-                    static_cast<acc_t>(q[3])};
-}
-
-template <typename scalar_t, typename acc_t>
-__device__ inline void store_box(scalar_t* dst, int64_t i, const Box<acc_t>& v) {
-  dst[i * 4 + 0] = static_cast<scalar_t>(v.x1);
-  dst[i * 4 + 1] = static_cast<scalar_t>(v.y1);
-  dst[i * 4 + 2] = static_cast<scalar_t>(v.x2);
-  dst[i * 4 + 3] = static_cast<scalar_t>(v.y2);
-}
 
 template <typename scalar_t, typename acc_t>
 __global__ void __launch_bounds__(kTileSide * kTileSide / kRowsPerThread) all_pairs_kernel(

@@ -15,6 +15,7 @@
 
 #include <c10/macros/Macros.h>
 
+#include <cstdint>
 #include <type_traits>
 
 namespace mmops {
@@ -26,6 +27,22 @@ template <typename T>
 struct alignas(4 * sizeof(T)) Box {
   T x1, y1, x2, y2;
 };
+
+// Box i of a [K, 4] array of scalar_t, in the compute type acc_t, and back.
+template <typename scalar_t, typename acc_t>
+C10_HOST_DEVICE inline Box<acc_t> load_box(const scalar_t* boxes, int64_t i) {
+  const scalar_t* q = boxes + i * 4;
+  return Box<acc_t>{static_cast<acc_t>(q[0]), static_cast<acc_t>(q[1]), static_cast<acc_t>(q[2]),
+                    static_cast<acc_t>(q[3])};
+}
+
+template <typename scalar_t, typename acc_t>
+C10_HOST_DEVICE inline void store_box(scalar_t* boxes, int64_t i, const Box<acc_t>& v) {
+  boxes[i * 4 + 0] = static_cast<scalar_t>(v.x1);
+  boxes[i * 4 + 1] = static_cast<scalar_t>(v.y1);
+  boxes[i * 4 + 2] = static_cast<scalar_t>(v.x2);
+  boxes[i * 4 + 3] = static_cast<scalar_t>(v.y2);
+}
 
 template <typename T>
 C10_HOST_DEVICE inline bool is_finite(T v) {

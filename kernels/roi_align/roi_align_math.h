@@ -195,17 +195,6 @@ C10_HOST_DEVICE inline Corners<T> corners(const AxisTap<T>& ty, const AxisTap<T>
   return c;
 }
 
-// Interpolated value of a sample; `load(offset)` returns the plane value as T.
-template <typename T, typename Load>
-C10_HOST_DEVICE inline T interpolate(const AxisTap<T>& ty, const AxisTap<T>& tx, int64_t width, Load load) {
-  if (!(ty.valid && tx.valid)) {
-    return T(0);
-  }
-  const Corners<T> c = corners(ty, tx, width);
-  return c.weight[0] * load(c.offset[0]) + c.weight[1] * load(c.offset[1]) +
-      c.weight[2] * load(c.offset[2]) + c.weight[3] * load(c.offset[3]);
-}
-
 // Running maximum over a bin's samples for pool_mode="max" (index: the sample
 // iy * grid_w + ix): host_device_math::MaxTracker.
 } // namespace roi_align_math
