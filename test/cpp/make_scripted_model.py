@@ -1,4 +1,5 @@
-"""Scripts and saves a module that uses mmops.roi_align, with its example inputs,
+"""Scripts and saves a module that uses mmops.roi_align and mmops.multi_level_roi_align
+(on the features and a 2x average-pooled copy), with its example inputs,
 eager outputs and input gradient stored as buffers, for test_torchscript.cpp."""
 
 import sys
@@ -13,11 +14,14 @@ class PoolAndScale(torch.nn.Module):
         super().__init__()
         self.avg = mmops.RoIAlign((3, 4), spatial_scale=0.5, sampling_ratio=2)
         self.max = mmops.RoIAlign(2, spatial_scale=0.5, sampling_ratio=0, pool_mode="max", aligned=False)
+        self.fpn = mmops.MultiLevelRoIAlign(2, [2, 4], sampling_ratio=2, finest_scale=8)
 
     def forward(self, features: torch.Tensor, rois: torch.Tensor) -> torch.Tensor:
         a = self.avg(features, rois).flatten(1)
         b = self.max(features, rois).flatten(1)
-        return torch.cat([a, b], dim=1) * 3.0
+        coarse = torch.nn.functional.avg_pool2d(features, 2)
+        c = self.fpn([features, coarse], rois).flatten(1)
+        return torch.cat([a, b, c], dim=1) * 3.0
 
 
 def main(path: str) -> None:

@@ -16,7 +16,7 @@ import torch
 from torch import Tensor
 
 import mmops
-from conftest import TOL, deterministic_algorithms, random_rois, requires_cuda
+from conftest import TOL, deterministic_algorithms, random_rois, requires_cuda, requires_torchvision
 from roi_align_reference import max_mode_margin, roi_align_ref
 
 op = torch.ops.mmops.multi_level_roi_align
@@ -341,6 +341,32 @@ def test_backward_matches_reference(pool_mode, aligned, dtype):
             assert g.shape == f.shape and g.dtype == dtype
             assert e.abs().sum() > 0, f"level {lvl} should receive gradient"
             torch.testing.assert_close(g, e.to(dtype), **PYR_TOL[dtype])
+
+
+@requires_torchvision
+@pytest.mark.parametrize("sampling_ratio", [0, 2])
+def test_matches_torchvision_per_level_loop(sampling_ratio):
+    # what mmdet does: map each roi to a level, then torchvision's roi_align per level
+    import torchvision
+
+    feats = pyramid(4, C=3, seed=260)
+    rois = spread_rois(num=40, seed=261, special=False)
+    levels = ref_levels(rois, 4)
+    feats_g = [f.clone().requires_grad_(True) for f in feats]
+    out = op(feats_g, rois, [3, 3], SCALES, sampling_ratio, "avg", True)
+    feats_tv = [f.clone().requires_grad_(True) for f in feats]
+    expected = torch.zeros_like(out)
+    for lvl, f in enumerate(feats_tv):
+        idx = (levels == lvl).nonzero().squeeze(1)
+        if idx.numel():
+            expected[idx] = torchvision.ops.roi_align(f, rois[idx], [3, 3], SCALES[lvl], sampling_ratio, True)
+    assert len(set(levels.tolist())) == 4  # every level is exercised
+    torch.testing.assert_close(out, expected, rtol=1e-12, atol=1e-12)
+    go = torch.randn_like(out)
+    grads = torch.autograd.grad(out, feats_g, go)
+    grads_tv = torch.autograd.grad(expected, feats_tv, go)
+    for g, gt in zip(grads, grads_tv):
+        torch.testing.assert_close(g, gt, rtol=1e-12, atol=1e-12)
 
 
 def test_backward_matches_per_level_roi_align():
