@@ -1,16 +1,13 @@
 // CUDA kernels of roi_pool.
 //
-// Forward: the kernel reads the input channels-last ([N, H, W, C] in memory).
-// One block handles one roi and one chunk of 32 channels; warps walk the bins.
-// A lane holds VEC consecutive channels (one 16-byte load per pixel for
-// float/double, 8-byte for half/bfloat16; VEC = 1 when the channel count or the
-// base address does not allow it), so the 32 / VEC lanes of a column group
-// cover the chunk and the VEC groups of a warp take a bin's columns round-robin;
-// the groups' maxima are merged with shuffles. Few instructions per pixel, and
-// the input slice that the (concurrently running) blocks of one chunk read
-// stays small enough for L2. An NCHW input is transposed once first. Results go
-// through a shared tile so that the NCHW output [K, C, PH, PW] (and argmax) is
-// written coalesced. The grid runs chunk-major.
+// Forward (float, half, bfloat16): see tile_max_kernel. Rois overlap heavily
+// in detection (each pixel of the box-head benchmark lies in ~30 rois), so a
+// block owns an image tile in shared memory and serves every roi overlapping
+// it; the parts of a bin meet in an atomicMax on order-preserving keys, which a
+// second pass decodes into the NCHW output and argmax. Each input element is
+// read from device memory once, in either memory format.
+// Forward (double): the roi-major kernel forward_kernel on a channels-last
+// copy (one block per roi and 32 channels; a lane holds 2 channels).
 // Backward: every output adds its gradient to exactly one input pixel (its
 // argmax), different for every channel, so a channels-last buffer would not
 // make the atomic adds coalesced. They go straight into the NCHW gradient
@@ -219,6 +216,212 @@ __global__ void __launch_bounds__(kThreads) forward_kernel(
   }
 }
 
+// Tiled forward for float, half and bfloat16. Overlapping rois read the same
+// pixels many times (on the box-head benchmark every pixel lies in ~30 rois),
+// so instead of one block per roi, a block owns an image tile of
+// kTileH x kTileW pixels x kTileChannels channels, loads it into shared memory
+// once, and for every roi of that image overlapping the tile takes the maximum
+// of each bin's part inside the tile. The parts of a bin (in different tiles)
+// meet in a 64-bit atomicMax on a key that orders exactly as the sequential
+// scan does: high word = order-preserving code of the value (NaN on top), low
+// word = ~pixel (on equal values the earlier pixel wins). Keys live in
+// [K, bins, C] (channel fastest: a warp's atomics are coalesced); a finalize
+// pass decodes them into the NCHW output and argmax. Without argmax (no
+// gradient needed) the key is the 32-bit value code alone.
+constexpr int kTileH = 16;
+constexpr int kTileW = 16;
+constexpr int kTileChannels = 32;  // one channel per lane
+constexpr int kRoiBatch = 512;     // rois culled per round
+
+// Order-preserving code of a float: code(a) > code(b) <=> a > b for non-NaN
+// values; every NaN codes to the top, -0 codes as +0 (they compare equal), and
+// 0 is never a code (it means "no pixel yet").
+__device__ inline uint32_t order_code(float v) {
+  if (v != v) {
+    return 0xFFFFFFFFu;
+  }
+  uint32_t bits = __float_as_uint(v);
+  bits = bits == 0x80000000u ? 0u : bits;
+  return (bits & 0x80000000u) ? ~bits : (bits | 0x80000000u);
+}
+
+__device__ inline float from_order_code(uint32_t code) {
+  if (code == 0xFFFFFFFFu) {
+    return NAN;
+  }
+  return __uint_as_float((code & 0x80000000u) ? (code & 0x7FFFFFFFu) : ~code);
+}
+
+template <bool kArgmax>
+using KeyT = std::conditional_t<kArgmax, unsigned long long, unsigned int>;
+
+template <bool kArgmax>
+__device__ inline KeyT<kArgmax> bin_key(float value, int32_t pixel) {
+  if constexpr (kArgmax) {
+    return (static_cast<unsigned long long>(order_code(value)) << 32) |
+        static_cast<unsigned int>(~pixel);
+  } else {
+    return order_code(value);
+  }
+}
+
+// Rows [h.begin, h.end) and columns of all bins of a roi (bins are monotonic).
+struct RoiExtent {
+  Range h, w;
+};
+
+__device__ inline RoiExtent roi_extent(const PoolBox<float>& box, const RoIPoolParams& p,
+                                       int64_t height, int64_t width) {
+  return {{bin_range(box.start_h, box.bin_h, 0, height).begin,
+           bin_range(box.start_h, box.bin_h, p.pooled_height - 1, height).end},
+          {bin_range(box.start_w, box.bin_w, 0, width).begin,
+           bin_range(box.start_w, box.bin_w, p.pooled_width - 1, width).end}};
+}
+
+template <typename scalar_t>
+__device__ inline PoolBox<float> roi_box(const scalar_t* roi, const RoIPoolParams& p) {
+  return make_pool_box<float>(static_cast<float>(roi[1]), static_cast<float>(roi[2]),
+                              static_cast<float>(roi[3]), static_cast<float>(roi[4]),
+                              static_cast<float>(p.spatial_scale), p.pooled_height, p.pooled_width);
+}
+
+template <typename scalar_t, bool kArgmax, bool kChannelsLast>
+__global__ void __launch_bounds__(kThreads) tile_max_kernel(
+    const scalar_t* __restrict__ input,  // [N, C, H, W] in either memory format
+    const scalar_t* __restrict__ rois, KeyT<kArgmax>* __restrict__ keys,  // [K, bins, C]
+    int64_t num_rois, int64_t channels, int64_t height, int64_t width, int tiles_w,
+    RoIPoolParams p) {
+  __shared__ float tile[kTileH * kTileW][kTileChannels + 1];  // padded: conflict-free loads
+  __shared__ int32_t roi_list[kRoiBatch];
+  __shared__ int roi_count;
+
+  const int64_t b = blockIdx.z;
+  const int ty0 = static_cast<int>(blockIdx.x / tiles_w) * kTileH;
+  const int tx0 = static_cast<int>(blockIdx.x % tiles_w) * kTileW;
+  const int64_t c0 = static_cast<int64_t>(blockIdx.y) * kTileChannels;
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  const int64_t batch = gridDim.z;
+
+  // Load the tile (zeros outside the map or the channels: never read by a bin).
+  for (int i = threadIdx.x; i < kTileH * kTileW * kTileChannels; i += kThreads) {
+    int px, c;
+    if (kChannelsLast) {  // lanes along channels: 128 contiguous bytes per pixel
+      px = i / kTileChannels;
+      c = i % kTileChannels;
+    } else {  // lanes along a tile row: contiguous runs of kTileW pixels
+      c = i / (kTileH * kTileW);
+      px = i % (kTileH * kTileW);
+    }
+    const int h = ty0 + px / kTileW, w = tx0 + px % kTileW;
+    float v = 0.f;
+    if (h < height && w < width && c0 + c < channels) {
+      const int64_t index = kChannelsLast
+          ? ((b * height + h) * width + w) * channels + c0 + c
+          : ((b * channels + c0 + c) * height + h) * width + w;
+      v = static_cast<float>(input[index]);
+    }
+    tile[px][c] = v;
+  }
+
+  const bool lane_active = c0 + lane < channels;
+  const int32_t w32 = static_cast<int32_t>(width);  // H * W < 2^31 (checked)
+  for (int64_t r0 = 0; r0 < num_rois; r0 += kRoiBatch) {
+    if (threadIdx.x == 0) {
+      roi_count = 0;
+    }
+    __syncthreads();  // also: the tile is loaded
+    // Cull: rois of this image whose bins reach into the tile.
+    const int64_t r1 = smaller(r0 + kRoiBatch, num_rois);
+    for (int64_t k = r0 + threadIdx.x; k < r1; k += kThreads) {
+      const scalar_t* roi = rois + k * 5;
+      const PoolBox<float> box = roi_box(roi, p);
+      if (!box.valid || batch_index(static_cast<float>(roi[0]), batch) != b) {
+        continue;
+      }
+      const RoiExtent e = roi_extent(box, p, height, width);
+      if (e.h.begin < ty0 + kTileH && e.h.end > ty0 && e.w.begin < tx0 + kTileW && e.w.end > tx0) {
+        roi_list[atomicAdd(&roi_count, 1)] = static_cast<int32_t>(k);
+      }
+    }
+    __syncthreads();
+    // A warp takes one roi at a time and every part of its bins inside the tile.
+    for (int i = warp; i < roi_count; i += kWarps) {
+      const int64_t k = roi_list[i];
+      const PoolBox<float> box = roi_box(rois + k * 5, p);
+      for (int64_t ph = 0; ph < p.pooled_height; ++ph) {
+        const Range hr = bin_range(box.start_h, box.bin_h, ph, height);
+        const int h0 = max(static_cast<int>(hr.begin), ty0);
+        const int h1 = min(static_cast<int>(hr.end), ty0 + kTileH);
+        if (h0 >= h1) {
+          continue;
+        }
+        for (int64_t pw = 0; pw < p.pooled_width; ++pw) {
+          const Range wr = bin_range(box.start_w, box.bin_w, pw, width);
+          const int w0 = max(static_cast<int>(wr.begin), tx0);
+          const int w1 = min(static_cast<int>(wr.end), tx0 + kTileW);
+          if (w0 >= w1) {
+            continue;
+          }
+          // Scan the part row by row (the order of the full bin's scan).
+          SeededMax<float> m;
+          m.best = tile[(h0 - ty0) * kTileW + (w0 - tx0)][lane];
+          m.index = h0 * w32 + w0;
+          for (int h = h0; h < h1; ++h) {
+            const float* row = &tile[(h - ty0) * kTileW][lane];
+            const int32_t row_pixel = h * w32;
+#pragma unroll 4
+            for (int w = w0; w < w1; ++w) {
+              m.update(row[(w - tx0) * (kTileChannels + 1)], row_pixel + w);
+            }
+          }
+          if (lane_active) {
+            atomicMax(keys + (k * p.pooled_height * p.pooled_width + ph * p.pooled_width + pw) * channels +
+                          c0 + lane,
+                      bin_key<kArgmax>(m.best, m.index));
+          }
+        }
+      }
+    }
+    __syncthreads();  // roi_list is rewritten next round
+  }
+}
+
+// keys [K, bins, C] -> output [K, C, PH, PW] (and argmax), through the shared
+// tile so that both sides are coalesced. An empty key (no pixel) gives 0 / -1.
+template <typename scalar_t, bool kArgmax>
+__global__ void __launch_bounds__(kThreads) decode_keys_kernel(
+    const KeyT<kArgmax>* __restrict__ keys, scalar_t* __restrict__ output,
+    int32_t* __restrict__ argmax, int64_t channels, int64_t bins) {
+  __shared__ Tile<float> tile;
+  const int64_t k = blockIdx.x;
+  const int64_t c0 = static_cast<int64_t>(blockIdx.y) * kChunk;
+  const int64_t chunk_channels = smaller(kChunk, channels - c0);
+  for (int64_t bin0 = 0; bin0 < bins; bin0 += kBinChunk) {
+    const int64_t chunk_bins = smaller(kBinChunk, bins - bin0);
+    for (int i = threadIdx.x; i < chunk_channels * chunk_bins; i += kThreads) {
+      const int bl = i / chunk_channels, cl = i % chunk_channels;
+      const KeyT<kArgmax> key = keys[(k * bins + bin0 + bl) * channels + c0 + cl];
+      if constexpr (kArgmax) {
+        const uint32_t code = static_cast<uint32_t>(key >> 32);
+        tile.value[tile.at(bl, cl)] = key == 0 ? 0.f : from_order_code(code);
+        tile.argmax[tile.at(bl, cl)] = key == 0 ? -1 : static_cast<int32_t>(~static_cast<uint32_t>(key));
+      } else {
+        tile.value[tile.at(bl, cl)] = key == 0 ? 0.f : from_order_code(key);
+      }
+    }
+    __syncthreads();
+    for (int i = threadIdx.x; i < chunk_channels * chunk_bins; i += kThreads) {
+      const int cl = i / chunk_bins, bl = i % chunk_bins;
+      const int64_t o = ((k * channels) + c0 + cl) * bins + bin0 + bl;
+      output[o] = static_cast<scalar_t>(tile.value[tile.at(bl, cl)]);
+      if (kArgmax) {
+        argmax[o] = tile.argmax[tile.at(bl, cl)];
+      }
+    }
+    __syncthreads();
+  }
+}
+
 // Backward. A thread owns one bin of one roi (j = k * bins + bin, blockIdx.x
 // fastest) and kGradChannels consecutive channels (blockIdx.y): it looks the
 // roi's image up once, then reads the argmax and grad_output of its channels
@@ -362,6 +565,69 @@ at::Tensor channels_last_input(const at::Tensor& input, cudaStream_t stream) {
   return out;
 }
 
+#define DISPATCH_FLOAT_HALF_BFLOAT16(TYPE, NAME, ...)                 \
+  AT_DISPATCH_SWITCH(TYPE, NAME,                                      \
+                     AT_DISPATCH_CASE(at::ScalarType::Float, __VA_ARGS__) \
+                     AT_DISPATCH_CASE(at::ScalarType::Half, __VA_ARGS__)  \
+                     AT_DISPATCH_CASE(at::ScalarType::BFloat16, __VA_ARGS__))
+
+// float / half / bfloat16 forward: tile_max_kernel into zeroed keys, then decode.
+void tiled_forward(const at::Tensor& input, const at::Tensor& rois, const RoIPoolParams& params,
+                   at::Tensor& output, at::Tensor* argmax, cudaStream_t stream) {
+  const int64_t batch = input.size(0), channels = input.size(1);
+  const int64_t height = input.size(2), width = input.size(3);
+  const int64_t num_rois = rois.size(0), bins = params.pooled_height * params.pooled_width;
+  const bool channels_last = !input.is_contiguous() &&
+      input.is_contiguous(at::MemoryFormat::ChannelsLast);
+  const at::Tensor x = channels_last ? input : input.contiguous();
+  const bool with_argmax = argmax != nullptr;
+  at::Tensor keys = at::zeros({num_rois, bins, channels},
+                              input.options().dtype(with_argmax ? at::kLong : at::kInt));
+  const int64_t tiles_h = (height + kTileH - 1) / kTileH, tiles_w = (width + kTileW - 1) / kTileW;
+  const int64_t chunks = (channels + kTileChannels - 1) / kTileChannels;
+  TORCH_CHECK(tiles_h * tiles_w <= std::numeric_limits<int32_t>::max() && chunks <= 65535 &&
+                  batch <= 65535,
+              "mmops::roi_pool: input too large for the CUDA kernel (", input.sizes(), ")");
+  TORCH_CHECK(num_rois <= std::numeric_limits<int32_t>::max(), "mmops::roi_pool: too many rois (",
+              num_rois, ")");
+  if (batch > 0 && height > 0 && width > 0) {
+    DISPATCH_FLOAT_HALF_BFLOAT16(input.scalar_type(), "mmops::roi_pool (CUDA)", [&] {
+      auto launch = [&](auto arg_tag, auto layout_tag) {
+        constexpr bool kArg = decltype(arg_tag)::value;
+        constexpr bool kCL = decltype(layout_tag)::value;
+        const dim3 grid(static_cast<unsigned>(tiles_h * tiles_w), static_cast<unsigned>(chunks),
+                        static_cast<unsigned>(batch));
+        tile_max_kernel<scalar_t, kArg, kCL><<<grid, kThreads, 0, stream>>>(
+            x.const_data_ptr<scalar_t>(), rois.const_data_ptr<scalar_t>(),
+            reinterpret_cast<KeyT<kArg>*>(keys.mutable_data_ptr()), num_rois, channels, height,
+            width, static_cast<int>(tiles_w), params);
+        C10_CUDA_KERNEL_LAUNCH_CHECK();
+      };
+      using Yes = std::true_type;
+      using No = std::false_type;
+      if (with_argmax) {
+        channels_last ? launch(Yes{}, Yes{}) : launch(Yes{}, No{});
+      } else {
+        channels_last ? launch(No{}, Yes{}) : launch(No{}, No{});
+      }
+    });
+  }
+  DISPATCH_FLOAT_HALF_BFLOAT16(input.scalar_type(), "mmops::roi_pool decode (CUDA)", [&] {
+    const dim3 grid(static_cast<unsigned>(num_rois), static_cast<unsigned>((channels + kChunk - 1) / kChunk));
+    TORCH_CHECK(grid.y <= 65535, "mmops::roi_pool: too many channels (", channels, ")");
+    if (with_argmax) {
+      decode_keys_kernel<scalar_t, true><<<grid, kThreads, 0, stream>>>(
+          reinterpret_cast<const KeyT<true>*>(keys.const_data_ptr()), output.mutable_data_ptr<scalar_t>(),
+          argmax->mutable_data_ptr<int32_t>(), channels, bins);
+    } else {
+      decode_keys_kernel<scalar_t, false><<<grid, kThreads, 0, stream>>>(
+          reinterpret_cast<const KeyT<false>*>(keys.const_data_ptr()), output.mutable_data_ptr<scalar_t>(),
+          nullptr, channels, bins);
+    }
+    C10_CUDA_KERNEL_LAUNCH_CHECK();
+  });
+}
+
 } // namespace
 
 std::tuple<at::Tensor, at::Tensor> roi_pool_forward_cuda(
@@ -378,8 +644,12 @@ std::tuple<at::Tensor, at::Tensor> roi_pool_forward_cuda(
     return {output, argmax};
   }
   const at::Tensor rois = rois_.contiguous();
+  if (input_.scalar_type() != at::kDouble) {
+    tiled_forward(input_, rois, params, output, with_argmax ? &argmax : nullptr, stream);
+    return {output, argmax};
+  }
   const at::Tensor input = channels_last_input(input_, stream);
-  AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, input.scalar_type(), "mmops::roi_pool (CUDA)", [&] {
+  AT_DISPATCH_FLOATING_TYPES(input.scalar_type(), "mmops::roi_pool (CUDA)", [&] {
     constexpr int kVec = channel_vector<scalar_t>();
     const bool aligned =
         reinterpret_cast<uintptr_t>(input.const_data_ptr()) % (sizeof(scalar_t) * kVec) == 0;

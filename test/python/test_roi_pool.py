@@ -499,6 +499,34 @@ def test_cuda_matches_cpu(dtype, layout):
 
 
 @requires_cuda
+@pytest.mark.parametrize("layout", ["contiguous", "channels_last"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
+def test_cuda_large_map_ties_and_nan_match_cpu(dtype, layout):
+    # Bins spanning several 16x16 tiles of the CUDA kernel, 2 channel chunks, many rois:
+    # per-tile maxima must merge into exactly the sequential scan's result, including
+    # ties across tiles (first pixel wins), NaN (first NaN wins), -inf and -0.0.
+    torch.manual_seed(13)
+    fmt = torch.channels_last if layout == "channels_last" else torch.contiguous_format
+    N, C, H, W = 2, 45, 53, 71
+    x = torch.randint(-3, 3, (N, C, H, W)).double()  # many ties
+    x[0, 0] = -0.0
+    x[1, 1] = -math.inf
+    x[0, 2, 10:40, 5:60:7] = math.nan
+    x[1, 3, 3::9, 2::5] = math.nan
+    x = x.to(dtype)
+    rois = torch.cat([random_rois(60, N, H, W, dtype=torch.float64, spatial_scale=0.5),
+                      torch.tensor([[0, 0.0, 0.0, 2 * W, 2 * H], [1, 8.0, 30.0, 130.0, 90.0]])]).to(dtype)
+    for out_size in ((7, 7), (3, 5), (1, 1)):
+        out, arg = torch.ops.mmops._roi_pool_forward(x.cuda().contiguous(memory_format=fmt), rois.cuda(),
+                                                     list(out_size), 0.5)
+        exp, earg = torch.ops.mmops._roi_pool_forward(x, rois, list(out_size), 0.5)
+        assert torch.equal(arg.cpu(), earg)
+        torch.testing.assert_close(out.cpu(), exp, rtol=0, atol=0, equal_nan=True)
+        plain = op(x.cuda().contiguous(memory_format=fmt), rois.cuda(), list(out_size), 0.5)
+        torch.testing.assert_close(plain.cpu(), exp, rtol=0, atol=0, equal_nan=True)
+
+
+@requires_cuda
 def test_cuda_argmax_matches_cpu():
     torch.manual_seed(10)
     x = torch.randn(2, 40, 13, 17)
