@@ -230,8 +230,11 @@ __global__ void __launch_bounds__(kThreads) forward_kernel(
 // gradient needed) the key is the 32-bit value code alone.
 constexpr int kTileH = 16;
 constexpr int kTileW = 16;
-constexpr int kTileChannels = 32;  // one channel per lane
-constexpr int kRoiBatch = 512;     // rois culled per round
+constexpr int kTilePixels = kTileH * kTileW;
+constexpr int kLaneChannels = 2;                   // consecutive channels of one lane
+constexpr int kTileChannels = 32 * kLaneChannels;  // channels of one block
+constexpr int kTileStride = kTileChannels + 2;     // floats per pixel in shared memory (padded)
+constexpr int kRoiBatch = 512;                     // rois culled per round
 
 // Order-preserving code of a float: code(a) > code(b) <=> a > b for non-NaN
 // values; every NaN codes to the top, -0 codes as +0 (they compare equal), and
@@ -265,19 +268,6 @@ __device__ inline KeyT<kArgmax> bin_key(float value, int32_t pixel) {
   }
 }
 
-// Rows [h.begin, h.end) and columns of all bins of a roi (bins are monotonic).
-struct RoiExtent {
-  Range h, w;
-};
-
-__device__ inline RoiExtent roi_extent(const PoolBox<float>& box, const RoIPoolParams& p,
-                                       int64_t height, int64_t width) {
-  return {{bin_range(box.start_h, box.bin_h, 0, height).begin,
-           bin_range(box.start_h, box.bin_h, p.pooled_height - 1, height).end},
-          {bin_range(box.start_w, box.bin_w, 0, width).begin,
-           bin_range(box.start_w, box.bin_w, p.pooled_width - 1, width).end}};
-}
-
 template <typename scalar_t>
 __device__ inline PoolBox<float> roi_box(const scalar_t* roi, const RoIPoolParams& p) {
   return make_pool_box<float>(static_cast<float>(roi[1]), static_cast<float>(roi[2]),
@@ -285,32 +275,78 @@ __device__ inline PoolBox<float> roi_box(const scalar_t* roi, const RoIPoolParam
                               static_cast<float>(p.spatial_scale), p.pooled_height, p.pooled_width);
 }
 
+// Where a roi's bins lie: image (-1: pools zeros) and the pixel rows / columns
+// [begin, end) covered by all its bins (bins are monotonic). For culling.
+struct RoiExtent {
+  int32_t batch, h_begin, h_end, w_begin, w_end;
+};
+
+template <typename scalar_t>
+__global__ void __launch_bounds__(kThreads) roi_extent_kernel(
+    const scalar_t* __restrict__ rois, RoiExtent* __restrict__ extents, int64_t num_rois,
+    int64_t batch, int64_t height, int64_t width, RoIPoolParams p) {
+  const int64_t k = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
+  if (k >= num_rois) {
+    return;
+  }
+  const PoolBox<float> box = roi_box(rois + k * 5, p);
+  RoiExtent e;
+  e.batch = box.valid ? static_cast<int32_t>(batch_index(static_cast<float>(rois[k * 5]), batch)) : -1;
+  e.h_begin = static_cast<int32_t>(bin_range(box.start_h, box.bin_h, 0, height).begin);
+  e.h_end = static_cast<int32_t>(bin_range(box.start_h, box.bin_h, p.pooled_height - 1, height).end);
+  e.w_begin = static_cast<int32_t>(bin_range(box.start_w, box.bin_w, 0, width).begin);
+  e.w_end = static_cast<int32_t>(bin_range(box.start_w, box.bin_w, p.pooled_width - 1, width).end);
+  extents[k] = e;
+}
+
+// The bins first .. first + 31 of one axis of a roi, each lane one bin: its
+// pixel range clipped to the tile [tile_begin, tile_begin + tile_size), and a
+// warp-wide mask of the bins that reach into the tile.
+struct AxisParts {
+  int begin, end;
+  unsigned mask;
+};
+
+__device__ inline AxisParts axis_parts(int64_t start, float bin, int64_t first, int64_t pooled,
+                                       int64_t size, int tile_begin, int tile_size, int lane) {
+  AxisParts a{0, 0, 0u};
+  const int64_t p = first + lane;
+  if (p < pooled) {
+    const Range r = bin_range(start, bin, p, size);
+    a.begin = max(static_cast<int>(r.begin), tile_begin);
+    a.end = min(static_cast<int>(r.end), tile_begin + tile_size);
+  }
+  a.mask = __ballot_sync(0xffffffffu, a.begin < a.end);
+  return a;
+}
+
 template <typename scalar_t, bool kArgmax, bool kChannelsLast>
 __global__ void __launch_bounds__(kThreads) tile_max_kernel(
     const scalar_t* __restrict__ input,  // [N, C, H, W] in either memory format
-    const scalar_t* __restrict__ rois, KeyT<kArgmax>* __restrict__ keys,  // [K, bins, C]
+    const scalar_t* __restrict__ rois, const RoiExtent* __restrict__ extents,
+    KeyT<kArgmax>* __restrict__ keys,  // [K, bins, C]
     int64_t num_rois, int64_t channels, int64_t height, int64_t width, int tiles_w,
     RoIPoolParams p) {
-  __shared__ float tile[kTileH * kTileW][kTileChannels + 1];  // padded: conflict-free loads
+  extern __shared__ float4 shared_words[];
+  float* tile = reinterpret_cast<float*>(shared_words);  // [kTilePixels][kTileStride]
   __shared__ int32_t roi_list[kRoiBatch];
   __shared__ int roi_count;
 
-  const int64_t b = blockIdx.z;
+  const int32_t b = static_cast<int32_t>(blockIdx.z);
   const int ty0 = static_cast<int>(blockIdx.x / tiles_w) * kTileH;
   const int tx0 = static_cast<int>(blockIdx.x % tiles_w) * kTileW;
   const int64_t c0 = static_cast<int64_t>(blockIdx.y) * kTileChannels;
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-  const int64_t batch = gridDim.z;
 
   // Load the tile (zeros outside the map or the channels: never read by a bin).
-  for (int i = threadIdx.x; i < kTileH * kTileW * kTileChannels; i += kThreads) {
+  for (int i = threadIdx.x; i < kTilePixels * kTileChannels; i += kThreads) {
     int px, c;
-    if (kChannelsLast) {  // lanes along channels: 128 contiguous bytes per pixel
+    if (kChannelsLast) {  // lanes along channels: contiguous bytes per pixel
       px = i / kTileChannels;
       c = i % kTileChannels;
     } else {  // lanes along a tile row: contiguous runs of kTileW pixels
-      c = i / (kTileH * kTileW);
-      px = i % (kTileH * kTileW);
+      c = i / kTilePixels;
+      px = i % kTilePixels;
     }
     const int h = ty0 + px / kTileW, w = tx0 + px % kTileW;
     float v = 0.f;
@@ -320,11 +356,12 @@ __global__ void __launch_bounds__(kThreads) tile_max_kernel(
           : ((b * channels + c0 + c) * height + h) * width + w;
       v = static_cast<float>(input[index]);
     }
-    tile[px][c] = v;
+    tile[px * kTileStride + c] = v;
   }
 
-  const bool lane_active = c0 + lane < channels;
-  const int32_t w32 = static_cast<int32_t>(width);  // H * W < 2^31 (checked)
+  const int64_t c_lane = c0 + lane * kLaneChannels;  // the lane's first channel
+  const int32_t w32 = static_cast<int32_t>(width);    // H * W < 2^31 (checked)
+  const int64_t bins = p.pooled_height * p.pooled_width;
   for (int64_t r0 = 0; r0 < num_rois; r0 += kRoiBatch) {
     if (threadIdx.x == 0) {
       roi_count = 0;
@@ -333,13 +370,9 @@ __global__ void __launch_bounds__(kThreads) tile_max_kernel(
     // Cull: rois of this image whose bins reach into the tile.
     const int64_t r1 = smaller(r0 + kRoiBatch, num_rois);
     for (int64_t k = r0 + threadIdx.x; k < r1; k += kThreads) {
-      const scalar_t* roi = rois + k * 5;
-      const PoolBox<float> box = roi_box(roi, p);
-      if (!box.valid || batch_index(static_cast<float>(roi[0]), batch) != b) {
-        continue;
-      }
-      const RoiExtent e = roi_extent(box, p, height, width);
-      if (e.h.begin < ty0 + kTileH && e.h.end > ty0 && e.w.begin < tx0 + kTileW && e.w.end > tx0) {
+      const RoiExtent e = extents[k];
+      if (e.batch == b && e.h_begin < ty0 + kTileH && e.h_end > ty0 && e.w_begin < tx0 + kTileW &&
+          e.w_end > tx0) {
         roi_list[atomicAdd(&roi_count, 1)] = static_cast<int32_t>(k);
       }
     }
@@ -348,36 +381,44 @@ __global__ void __launch_bounds__(kThreads) tile_max_kernel(
     for (int i = warp; i < roi_count; i += kWarps) {
       const int64_t k = roi_list[i];
       const PoolBox<float> box = roi_box(rois + k * 5, p);
-      for (int64_t ph = 0; ph < p.pooled_height; ++ph) {
-        const Range hr = bin_range(box.start_h, box.bin_h, ph, height);
-        const int h0 = max(static_cast<int>(hr.begin), ty0);
-        const int h1 = min(static_cast<int>(hr.end), ty0 + kTileH);
-        if (h0 >= h1) {
-          continue;
-        }
-        for (int64_t pw = 0; pw < p.pooled_width; ++pw) {
-          const Range wr = bin_range(box.start_w, box.bin_w, pw, width);
-          const int w0 = max(static_cast<int>(wr.begin), tx0);
-          const int w1 = min(static_cast<int>(wr.end), tx0 + kTileW);
-          if (w0 >= w1) {
-            continue;
-          }
-          // Scan the part row by row (the order of the full bin's scan).
-          SeededMax<float> m;
-          m.best = tile[(h0 - ty0) * kTileW + (w0 - tx0)][lane];
-          m.index = h0 * w32 + w0;
-          for (int h = h0; h < h1; ++h) {
-            const float* row = &tile[(h - ty0) * kTileW][lane];
-            const int32_t row_pixel = h * w32;
+      for (int64_t ph0 = 0; ph0 < p.pooled_height; ph0 += 32) {
+        const AxisParts rows = axis_parts(box.start_h, box.bin_h, ph0, p.pooled_height, height,
+                                          ty0, kTileH, lane);
+        for (int64_t pw0 = 0; rows.mask && pw0 < p.pooled_width; pw0 += 32) {
+          const AxisParts cols = axis_parts(box.start_w, box.bin_w, pw0, p.pooled_width, width,
+                                            tx0, kTileW, lane);
+          for (unsigned rm = rows.mask; rm; rm &= rm - 1) {
+            const int r = __ffs(rm) - 1;
+            const int h0 = __shfl_sync(0xffffffffu, rows.begin, r);
+            const int h1 = __shfl_sync(0xffffffffu, rows.end, r);
+            for (unsigned cm = cols.mask; cm; cm &= cm - 1) {
+              const int q = __ffs(cm) - 1;
+              const int w0 = __shfl_sync(0xffffffffu, cols.begin, q);
+              const int w1 = __shfl_sync(0xffffffffu, cols.end, q);
+              // Scan the part row by row (the order of the full bin's scan).
+              const float* first = tile + ((h0 - ty0) * kTileW + (w0 - tx0)) * kTileStride +
+                  lane * kLaneChannels;
+              const float2 seed = *reinterpret_cast<const float2*>(first);
+              SeededMax<float> m[kLaneChannels] = {{seed.x, h0 * w32 + w0}, {seed.y, h0 * w32 + w0}};
+              for (int h = h0; h < h1; ++h) {
+                const float* row = tile + (h - ty0) * kTileW * kTileStride + lane * kLaneChannels;
+                const int32_t row_pixel = h * w32;
 #pragma unroll 4
-            for (int w = w0; w < w1; ++w) {
-              m.update(row[(w - tx0) * (kTileChannels + 1)], row_pixel + w);
+                for (int w = w0; w < w1; ++w) {
+                  const float2 v = *reinterpret_cast<const float2*>(row + (w - tx0) * kTileStride);
+                  m[0].update(v.x, row_pixel + w);
+                  m[1].update(v.y, row_pixel + w);
+                }
+              }
+              const int64_t bin = (ph0 + r) * p.pooled_width + pw0 + q;
+              KeyT<kArgmax>* key = keys + (k * bins + bin) * channels + c_lane;
+#pragma unroll
+              for (int j = 0; j < kLaneChannels; ++j) {
+                if (c_lane + j < channels) {
+                  atomicMax(key + j, bin_key<kArgmax>(m[j].best, m[j].index));
+                }
+              }
             }
-          }
-          if (lane_active) {
-            atomicMax(keys + (k * p.pooled_height * p.pooled_width + ph * p.pooled_width + pw) * channels +
-                          c0 + lane,
-                      bin_key<kArgmax>(m.best, m.index));
           }
         }
       }
@@ -592,13 +633,23 @@ void tiled_forward(const at::Tensor& input, const at::Tensor& rois, const RoIPoo
               num_rois, ")");
   if (batch > 0 && height > 0 && width > 0) {
     DISPATCH_FLOAT_HALF_BFLOAT16(input.scalar_type(), "mmops::roi_pool (CUDA)", [&] {
+      at::Tensor extents = at::empty({num_rois * static_cast<int64_t>(sizeof(RoiExtent))},
+                                     input.options().dtype(at::kByte));
+      RoiExtent* extent_data = reinterpret_cast<RoiExtent*>(extents.mutable_data_ptr());
+      roi_extent_kernel<scalar_t><<<(num_rois + kThreads - 1) / kThreads, kThreads, 0, stream>>>(
+          rois.const_data_ptr<scalar_t>(), extent_data, num_rois, batch, height, width, params);
+      C10_CUDA_KERNEL_LAUNCH_CHECK();
       auto launch = [&](auto arg_tag, auto layout_tag) {
         constexpr bool kArg = decltype(arg_tag)::value;
         constexpr bool kCL = decltype(layout_tag)::value;
         const dim3 grid(static_cast<unsigned>(tiles_h * tiles_w), static_cast<unsigned>(chunks),
                         static_cast<unsigned>(batch));
-        tile_max_kernel<scalar_t, kArg, kCL><<<grid, kThreads, 0, stream>>>(
-            x.const_data_ptr<scalar_t>(), rois.const_data_ptr<scalar_t>(),
+        constexpr size_t smem = sizeof(float) * kTilePixels * kTileStride;
+        auto kernel = tile_max_kernel<scalar_t, kArg, kCL>;
+        C10_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                            static_cast<int>(smem)));
+        kernel<<<grid, kThreads, smem, stream>>>(
+            x.const_data_ptr<scalar_t>(), rois.const_data_ptr<scalar_t>(), extent_data,
             reinterpret_cast<KeyT<kArg>*>(keys.mutable_data_ptr()), num_rois, channels, height,
             width, static_cast<int>(tiles_w), params);
         C10_CUDA_KERNEL_LAUNCH_CHECK();
