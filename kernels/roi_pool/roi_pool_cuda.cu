@@ -395,20 +395,42 @@ __global__ void __launch_bounds__(kThreads) tile_max_kernel(
               const int q = __ffs(cm) - 1;
               const int w0 = __shfl_sync(0xffffffffu, cols.begin, q);
               const int w1 = __shfl_sync(0xffffffffu, cols.end, q);
-              // Scan the part row by row (the order of the full bin's scan).
+              // Scan the part: rows h0, h0 + 2, ... and h0 + 1, h0 + 3, ... as two
+              // independent sequences (twice the instruction-level parallelism),
+              // both seeded with the first pixel, merged as one row-major scan.
               const float* first = tile + ((h0 - ty0) * kTileW + (w0 - tx0)) * kTileStride +
                   lane * kLaneChannels;
               const float2 seed = *reinterpret_cast<const float2*>(first);
-              SeededMax<float> m[kLaneChannels] = {{seed.x, h0 * w32 + w0}, {seed.y, h0 * w32 + w0}};
-              for (int h = h0; h < h1; ++h) {
-                const float* row = tile + (h - ty0) * kTileW * kTileStride + lane * kLaneChannels;
-                const int32_t row_pixel = h * w32;
-#pragma unroll 4
+              const int32_t seed_pixel = h0 * w32 + w0;
+              SeededMax<float> even[kLaneChannels] = {{seed.x, seed_pixel}, {seed.y, seed_pixel}};
+              SeededMax<float> odd[kLaneChannels] = {{seed.x, seed_pixel}, {seed.y, seed_pixel}};
+              const int64_t row_step = kTileW * kTileStride;
+              const float* row = first - (w0 - tx0) * kTileStride;
+              int32_t row_pixel = h0 * w32;
+              int h = h0;
+              for (; h + 1 < h1; h += 2, row += 2 * row_step, row_pixel += 2 * w32) {
+#pragma unroll 2
                 for (int w = w0; w < w1; ++w) {
-                  const float2 v = *reinterpret_cast<const float2*>(row + (w - tx0) * kTileStride);
-                  m[0].update(v.x, row_pixel + w);
-                  m[1].update(v.y, row_pixel + w);
+                  const float2 a = *reinterpret_cast<const float2*>(row + (w - tx0) * kTileStride);
+                  const float2 c = *reinterpret_cast<const float2*>(row + row_step + (w - tx0) * kTileStride);
+                  even[0].update(a.x, row_pixel + w);
+                  even[1].update(a.y, row_pixel + w);
+                  odd[0].update(c.x, row_pixel + w32 + w);
+                  odd[1].update(c.y, row_pixel + w32 + w);
                 }
+              }
+              if (h < h1) {
+#pragma unroll 2
+                for (int w = w0; w < w1; ++w) {
+                  const float2 a = *reinterpret_cast<const float2*>(row + (w - tx0) * kTileStride);
+                  even[0].update(a.x, row_pixel + w);
+                  even[1].update(a.y, row_pixel + w);
+                }
+              }
+              SeededMax<float> m[kLaneChannels];
+#pragma unroll
+              for (int j = 0; j < kLaneChannels; ++j) {
+                m[j] = earlier_max(odd[j].best, odd[j].index, even[j].best, even[j].index) ? odd[j] : even[j];
               }
               const int64_t bin = (ph0 + r) * p.pooled_width + pw0 + q;
               KeyT<kArgmax>* key = keys + (k * bins + bin) * channels + c_lane;
