@@ -3,6 +3,7 @@
 // Forward: parallel over rois; the bins of a roi are computed once and applied
 // to every channel plane. Backward: parallel over channels, so that no two
 // threads add into the same gradient value (no atomics, deterministic).
+// argmax is stored channels-last ([K, PH, PW, C] in memory), as on CUDA.
 
 #include "roi_pool/roi_pool_kernels.h"
 #include "roi_pool/roi_pool_math.h"
@@ -61,7 +62,7 @@ void forward_kernel(const at::Tensor& input, const at::Tensor& rois, at::Tensor&
     std::vector<Range> hr, wr;
     for (int64_t k = begin; k < end; ++k) {
       scalar_t* out_k = out + k * channels * bins;
-      int32_t* arg_k = argmax ? argmax + k * channels * bins : nullptr;
+      int32_t* arg_k = argmax ? argmax + k * channels * bins : nullptr;  // [bins, C]
       const int64_t b = locate<scalar_t, acc_t>(roi_data + k * 5, batch, height, width, p, hr, wr);
       if (b < 0) {
         std::fill(out_k, out_k + channels * bins, scalar_t(0));
@@ -94,10 +95,10 @@ void forward_kernel(const at::Tensor& input, const at::Tensor& rois, at::Tensor&
                 }
               }
             }
-            const int64_t o = c * bins + ph * p.pooled_width + pw;
-            out_k[o] = static_cast<scalar_t>(best);
+            const int64_t bin = ph * p.pooled_width + pw;
+            out_k[c * bins + bin] = static_cast<scalar_t>(best);
             if (arg_k) {
-              arg_k[o] = index;
+              arg_k[bin * channels + c] = index;
             }
           }
         }
@@ -123,8 +124,9 @@ void backward_kernel(const at::Tensor& grad_output, const at::Tensor& rois, cons
       for (int64_t c = c_begin; c < c_end; ++c) {
         acc_t* g = grad + (b * channels + c) * plane;
         const int64_t base = (k * channels + c) * bins;
+        const int32_t* arg = argmax + k * bins * channels + c;  // [bins, C] of roi k
         for (int64_t i = 0; i < bins; ++i) {
-          const int32_t a = argmax[base + i];
+          const int32_t a = arg[i * channels];
           if (a >= 0 && a < plane) {
             g[a] += static_cast<acc_t>(go[base + i]);
           }
@@ -143,8 +145,9 @@ std::tuple<at::Tensor, at::Tensor> roi_pool_forward_cpu(
   const at::Tensor rois = rois_.contiguous();
   at::Tensor output = at::empty(
       {rois.size(0), input.size(1), params.pooled_height, params.pooled_width}, input.options());
-  at::Tensor argmax = at::empty(with_argmax ? output.sizes() : at::IntArrayRef{0},
-                                input.options().dtype(at::kInt));
+  at::Tensor argmax = with_argmax
+      ? at::empty(output.sizes(), input.options().dtype(at::kInt), at::MemoryFormat::ChannelsLast)
+      : at::empty({0}, input.options().dtype(at::kInt));
   if (output.numel() == 0) {
     return {output, argmax};
   }
@@ -160,7 +163,7 @@ at::Tensor roi_pool_backward_cpu(const at::Tensor& grad_output_, const at::Tenso
                                  const RoIPoolParams& params) {
   const at::Tensor grad_output = grad_output_.contiguous();
   const at::Tensor rois = rois_.contiguous();
-  const at::Tensor argmax = argmax_.contiguous();
+  const at::Tensor argmax = argmax_.contiguous(at::MemoryFormat::ChannelsLast);
   const auto dtype = grad_output.scalar_type();
   // Reduced-precision gradients accumulate in float, then round once.
   const bool reduced = dtype == at::kHalf || dtype == at::kBFloat16;

@@ -208,8 +208,8 @@ __global__ void __launch_bounds__(kThreads) forward_kernel(
       const int cl = i / chunk_bins, bl = i % chunk_bins;
       const int64_t o = ((k * channels) + c0 + cl) * bins + bin0 + bl;
       output[o] = static_cast<scalar_t>(tile.value[tile.at(bl, cl)]);
-      if (kArgmax) {
-        argmax[o] = tile.argmax[tile.at(bl, cl)];
+      if (kArgmax) {  // channels-last [K, bins, C]
+        argmax[(k * bins + bin0 + bl) * channels + c0 + cl] = tile.argmax[tile.at(bl, cl)];
       }
     }
     __syncthreads();
@@ -320,6 +320,59 @@ __device__ inline AxisParts axis_parts(int64_t start, float bin, int64_t first, 
   return a;
 }
 
+// Calls visit(k, bin, h0, h1, w0, w1) (warp-uniform arguments) for the part
+// inside this block's tile of every bin of every roi of image b that reaches
+// into the tile. Rois are culled on their extents in rounds of kRoiBatch; a
+// warp takes one roi at a time and finds the roi's bins that meet the tile by
+// ballot. Called by all threads of the block (it synchronises).
+template <typename scalar_t, typename Visit>
+__device__ inline void for_each_bin_part(const scalar_t* __restrict__ rois,
+                                         const RoiExtent* __restrict__ extents, int64_t num_rois,
+                                         int32_t b, int ty0, int tx0, int64_t height, int64_t width,
+                                         const RoIPoolParams& p, int32_t* roi_list, int& roi_count,
+                                         Visit&& visit) {
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  for (int64_t r0 = 0; r0 < num_rois; r0 += kRoiBatch) {
+    if (threadIdx.x == 0) {
+      roi_count = 0;
+    }
+    __syncthreads();
+    const int64_t r1 = smaller(r0 + kRoiBatch, num_rois);
+    for (int64_t k = r0 + threadIdx.x; k < r1; k += kThreads) {
+      const RoiExtent e = extents[k];
+      if (e.batch == b && e.h_begin < ty0 + kTileH && e.h_end > ty0 && e.w_begin < tx0 + kTileW &&
+          e.w_end > tx0) {
+        roi_list[atomicAdd(&roi_count, 1)] = static_cast<int32_t>(k);
+      }
+    }
+    __syncthreads();
+    for (int i = warp; i < roi_count; i += kWarps) {
+      const int64_t k = roi_list[i];
+      const PoolBox<float> box = roi_box(rois + k * 5, p);
+      for (int64_t ph0 = 0; ph0 < p.pooled_height; ph0 += 32) {
+        const AxisParts rows = axis_parts(box.start_h, box.bin_h, ph0, p.pooled_height, height,
+                                          ty0, kTileH, lane);
+        for (int64_t pw0 = 0; rows.mask && pw0 < p.pooled_width; pw0 += 32) {
+          const AxisParts cols = axis_parts(box.start_w, box.bin_w, pw0, p.pooled_width, width,
+                                            tx0, kTileW, lane);
+          for (unsigned rm = rows.mask; rm; rm &= rm - 1) {
+            const int r = __ffs(rm) - 1;
+            const int h0 = __shfl_sync(0xffffffffu, rows.begin, r);
+            const int h1 = __shfl_sync(0xffffffffu, rows.end, r);
+            for (unsigned cm = cols.mask; cm; cm &= cm - 1) {
+              const int q = __ffs(cm) - 1;
+              const int w0 = __shfl_sync(0xffffffffu, cols.begin, q);
+              const int w1 = __shfl_sync(0xffffffffu, cols.end, q);
+              visit(k, (ph0 + r) * p.pooled_width + pw0 + q, h0, h1, w0, w1);
+            }
+          }
+        }
+      }
+    }
+    __syncthreads();  // roi_list is rewritten next round
+  }
+}
+
 template <typename scalar_t, bool kArgmax, bool kChannelsLast>
 __global__ void __launch_bounds__(kThreads) tile_max_kernel(
     const scalar_t* __restrict__ input,  // [N, C, H, W] in either memory format
@@ -336,7 +389,7 @@ __global__ void __launch_bounds__(kThreads) tile_max_kernel(
   const int ty0 = static_cast<int>(blockIdx.x / tiles_w) * kTileH;
   const int tx0 = static_cast<int>(blockIdx.x % tiles_w) * kTileW;
   const int64_t c0 = static_cast<int64_t>(blockIdx.y) * kTileChannels;
-  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  const int lane = threadIdx.x % 32;
 
   // Load the tile (zeros outside the map or the channels: never read by a bin).
   for (int i = threadIdx.x; i < kTilePixels * kTileChannels; i += kThreads) {
@@ -358,99 +411,118 @@ __global__ void __launch_bounds__(kThreads) tile_max_kernel(
     }
     tile[px * kTileStride + c] = v;
   }
+  // (for_each_bin_part synchronises before the first read of the tile)
 
   const int64_t c_lane = c0 + lane * kLaneChannels;  // the lane's first channel
   const int32_t w32 = static_cast<int32_t>(width);    // H * W < 2^31 (checked)
   const int64_t bins = p.pooled_height * p.pooled_width;
-  for (int64_t r0 = 0; r0 < num_rois; r0 += kRoiBatch) {
-    if (threadIdx.x == 0) {
-      roi_count = 0;
-    }
-    __syncthreads();  // also: the tile is loaded
-    // Cull: rois of this image whose bins reach into the tile.
-    const int64_t r1 = smaller(r0 + kRoiBatch, num_rois);
-    for (int64_t k = r0 + threadIdx.x; k < r1; k += kThreads) {
-      const RoiExtent e = extents[k];
-      if (e.batch == b && e.h_begin < ty0 + kTileH && e.h_end > ty0 && e.w_begin < tx0 + kTileW &&
-          e.w_end > tx0) {
-        roi_list[atomicAdd(&roi_count, 1)] = static_cast<int32_t>(k);
+  for_each_bin_part(rois, extents, num_rois, b, ty0, tx0, height, width, p, roi_list, roi_count,
+                    [&](int64_t k, int64_t bin, int h0, int h1, int w0, int w1) {
+    // Scan the part: rows h0, h0 + 2, ... and h0 + 1, h0 + 3, ... as two
+    // independent sequences (twice the instruction-level parallelism), both
+    // seeded with the first pixel, merged as one row-major scan.
+    const float* first = tile + ((h0 - ty0) * kTileW + (w0 - tx0)) * kTileStride +
+        lane * kLaneChannels;
+    const float2 seed = *reinterpret_cast<const float2*>(first);
+    const int32_t seed_pixel = h0 * w32 + w0;
+    SeededMax<float> even[kLaneChannels] = {{seed.x, seed_pixel}, {seed.y, seed_pixel}};
+    SeededMax<float> odd[kLaneChannels] = {{seed.x, seed_pixel}, {seed.y, seed_pixel}};
+    const int64_t row_step = kTileW * kTileStride;
+    const float* row = first - (w0 - tx0) * kTileStride;
+    int32_t row_pixel = h0 * w32;
+    int h = h0;
+    for (; h + 1 < h1; h += 2, row += 2 * row_step, row_pixel += 2 * w32) {
+#pragma unroll 2
+      for (int w = w0; w < w1; ++w) {
+        const float2 u = *reinterpret_cast<const float2*>(row + (w - tx0) * kTileStride);
+        const float2 v = *reinterpret_cast<const float2*>(row + row_step + (w - tx0) * kTileStride);
+        even[0].update(u.x, row_pixel + w);
+        even[1].update(u.y, row_pixel + w);
+        odd[0].update(v.x, row_pixel + w32 + w);
+        odd[1].update(v.y, row_pixel + w32 + w);
       }
     }
-    __syncthreads();
-    // A warp takes one roi at a time and every part of its bins inside the tile.
-    for (int i = warp; i < roi_count; i += kWarps) {
-      const int64_t k = roi_list[i];
-      const PoolBox<float> box = roi_box(rois + k * 5, p);
-      for (int64_t ph0 = 0; ph0 < p.pooled_height; ph0 += 32) {
-        const AxisParts rows = axis_parts(box.start_h, box.bin_h, ph0, p.pooled_height, height,
-                                          ty0, kTileH, lane);
-        for (int64_t pw0 = 0; rows.mask && pw0 < p.pooled_width; pw0 += 32) {
-          const AxisParts cols = axis_parts(box.start_w, box.bin_w, pw0, p.pooled_width, width,
-                                            tx0, kTileW, lane);
-          for (unsigned rm = rows.mask; rm; rm &= rm - 1) {
-            const int r = __ffs(rm) - 1;
-            const int h0 = __shfl_sync(0xffffffffu, rows.begin, r);
-            const int h1 = __shfl_sync(0xffffffffu, rows.end, r);
-            for (unsigned cm = cols.mask; cm; cm &= cm - 1) {
-              const int q = __ffs(cm) - 1;
-              const int w0 = __shfl_sync(0xffffffffu, cols.begin, q);
-              const int w1 = __shfl_sync(0xffffffffu, cols.end, q);
-              // Scan the part: rows h0, h0 + 2, ... and h0 + 1, h0 + 3, ... as two
-              // independent sequences (twice the instruction-level parallelism),
-              // both seeded with the first pixel, merged as one row-major scan.
-              const float* first = tile + ((h0 - ty0) * kTileW + (w0 - tx0)) * kTileStride +
-                  lane * kLaneChannels;
-              const float2 seed = *reinterpret_cast<const float2*>(first);
-              const int32_t seed_pixel = h0 * w32 + w0;
-              SeededMax<float> even[kLaneChannels] = {{seed.x, seed_pixel}, {seed.y, seed_pixel}};
-              SeededMax<float> odd[kLaneChannels] = {{seed.x, seed_pixel}, {seed.y, seed_pixel}};
-              const int64_t row_step = kTileW * kTileStride;
-              const float* row = first - (w0 - tx0) * kTileStride;
-              int32_t row_pixel = h0 * w32;
-              int h = h0;
-              for (; h + 1 < h1; h += 2, row += 2 * row_step, row_pixel += 2 * w32) {
+    if (h < h1) {
 #pragma unroll 2
-                for (int w = w0; w < w1; ++w) {
-                  const float2 a = *reinterpret_cast<const float2*>(row + (w - tx0) * kTileStride);
-                  const float2 c = *reinterpret_cast<const float2*>(row + row_step + (w - tx0) * kTileStride);
-                  even[0].update(a.x, row_pixel + w);
-                  even[1].update(a.y, row_pixel + w);
-                  odd[0].update(c.x, row_pixel + w32 + w);
-                  odd[1].update(c.y, row_pixel + w32 + w);
-                }
-              }
-              if (h < h1) {
-#pragma unroll 2
-                for (int w = w0; w < w1; ++w) {
-                  const float2 a = *reinterpret_cast<const float2*>(row + (w - tx0) * kTileStride);
-                  even[0].update(a.x, row_pixel + w);
-                  even[1].update(a.y, row_pixel + w);
-                }
-              }
-              SeededMax<float> m[kLaneChannels];
-#pragma unroll
-              for (int j = 0; j < kLaneChannels; ++j) {
-                m[j] = earlier_max(odd[j].best, odd[j].index, even[j].best, even[j].index) ? odd[j] : even[j];
-              }
-              const int64_t bin = (ph0 + r) * p.pooled_width + pw0 + q;
-              KeyT<kArgmax>* key = keys + (k * bins + bin) * channels + c_lane;
-#pragma unroll
-              for (int j = 0; j < kLaneChannels; ++j) {
-                if (c_lane + j < channels) {
-                  atomicMax(key + j, bin_key<kArgmax>(m[j].best, m[j].index));
-                }
-              }
-            }
-          }
-        }
+      for (int w = w0; w < w1; ++w) {
+        const float2 u = *reinterpret_cast<const float2*>(row + (w - tx0) * kTileStride);
+        even[0].update(u.x, row_pixel + w);
+        even[1].update(u.y, row_pixel + w);
       }
     }
-    __syncthreads();  // roi_list is rewritten next round
+    KeyT<kArgmax>* key = keys + (k * bins + bin) * channels + c_lane;
+#pragma unroll
+    for (int j = 0; j < kLaneChannels; ++j) {
+      const SeededMax<float>& m =
+          earlier_max(odd[j].best, odd[j].index, even[j].best, even[j].index) ? odd[j] : even[j];
+      if (c_lane + j < channels) {
+        atomicMax(key + j, bin_key<kArgmax>(m.best, m.index));
+      }
+    }
+  });
+}
+
+// Backward for float, half and bfloat16 (not in deterministic mode): a block
+// owns a gradient tile (kTileH x kTileW pixels x kTileChannels channels) in
+// shared memory, visits the parts of the bins of every roi overlapping it (the
+// forward's traversal) and adds a bin's gradient where its argmax pixel lies in
+// the part. A bin's argmax lies in exactly one tile (an argmax outside its bin
+// is ignored). Then the tile is written to the NCHW gradient once: shared
+// atomics only, no zero-fill, no global atomics.
+template <typename scalar_t>
+__global__ void __launch_bounds__(kThreads) tile_grad_kernel(
+    const scalar_t* __restrict__ grad_output,  // channels-last [K, bins, C]
+    const scalar_t* __restrict__ rois, const RoiExtent* __restrict__ extents,
+    const int32_t* __restrict__ argmax,  // channels-last [K, bins, C]
+    scalar_t* __restrict__ grad,         // [N, C, H, W]
+    int64_t num_rois, int64_t channels, int64_t height, int64_t width, int tiles_w,
+    RoIPoolParams p) {
+  extern __shared__ float4 shared_words[];
+  float* tile = reinterpret_cast<float*>(shared_words);  // [kTilePixels][kTileStride]
+  __shared__ int32_t roi_list[kRoiBatch];
+  __shared__ int roi_count;
+
+  const int32_t b = static_cast<int32_t>(blockIdx.z);
+  const int ty0 = static_cast<int>(blockIdx.x / tiles_w) * kTileH;
+  const int tx0 = static_cast<int>(blockIdx.x % tiles_w) * kTileW;
+  const int64_t c0 = static_cast<int64_t>(blockIdx.y) * kTileChannels;
+  const int lane = threadIdx.x % 32;
+  for (int i = threadIdx.x; i < kTilePixels * kTileStride; i += kThreads) {
+    tile[i] = 0.f;
+  }
+  const int64_t c_lane = c0 + lane * kLaneChannels;
+  const int32_t w32 = static_cast<int32_t>(width);
+  const int64_t bins = p.pooled_height * p.pooled_width;
+  for_each_bin_part(rois, extents, num_rois, b, ty0, tx0, height, width, p, roi_list, roi_count,
+                    [&](int64_t k, int64_t bin, int h0, int h1, int w0, int w1) {
+    const int64_t base = (k * bins + bin) * channels + c_lane;
+#pragma unroll
+    for (int j = 0; j < kLaneChannels; ++j) {
+      const int32_t a = c_lane + j < channels ? argmax[base + j] : -1;
+      if (a < 0) {
+        continue;
+      }
+      const int h = a / w32, w = a - h * w32;
+      if (h >= h0 && h < h1 && w >= w0 && w < w1) {
+        atomicAdd(tile + ((h - ty0) * kTileW + (w - tx0)) * kTileStride + lane * kLaneChannels + j,
+                  static_cast<float>(grad_output[base + j]));
+      }
+    }
+  });
+  // (for_each_bin_part ends with a barrier: the tile is complete)
+  for (int i = threadIdx.x; i < kTilePixels * kTileChannels; i += kThreads) {
+    const int c = i / kTilePixels, px = i % kTilePixels;  // lanes along a tile row
+    const int h = ty0 + px / kTileW, w = tx0 + px % kTileW;
+    if (h < height && w < width && c0 + c < channels) {
+      grad[((b * channels + c0 + c) * height + h) * width + w] =
+          static_cast<scalar_t>(tile[px * kTileStride + c]);
+    }
   }
 }
 
-// keys [K, bins, C] -> output [K, C, PH, PW] (and argmax), through the shared
-// tile so that both sides are coalesced. An empty key (no pixel) gives 0 / -1.
+// keys [K, bins, C] -> output [K, C, PH, PW] through the shared tile so that
+// both sides are coalesced, and argmax [K, bins, C]. An empty key (no pixel)
+// gives 0 / -1.
 template <typename scalar_t, bool kArgmax>
 __global__ void __launch_bounds__(kThreads) decode_keys_kernel(
     const KeyT<kArgmax>* __restrict__ keys, scalar_t* __restrict__ output,
@@ -467,7 +539,9 @@ __global__ void __launch_bounds__(kThreads) decode_keys_kernel(
       if constexpr (kArgmax) {
         const uint32_t code = static_cast<uint32_t>(key >> 32);
         tile.value[tile.at(bl, cl)] = key == 0 ? 0.f : from_order_code(code);
-        tile.argmax[tile.at(bl, cl)] = key == 0 ? -1 : static_cast<int32_t>(~static_cast<uint32_t>(key));
+        // argmax is channels-last, like the keys
+        argmax[(k * bins + bin0 + bl) * channels + c0 + cl] =
+            key == 0 ? -1 : static_cast<int32_t>(~static_cast<uint32_t>(key));
       } else {
         tile.value[tile.at(bl, cl)] = key == 0 ? 0.f : from_order_code(key);
       }
@@ -477,9 +551,6 @@ __global__ void __launch_bounds__(kThreads) decode_keys_kernel(
       const int cl = i / chunk_bins, bl = i % chunk_bins;
       const int64_t o = ((k * channels) + c0 + cl) * bins + bin0 + bl;
       output[o] = static_cast<scalar_t>(tile.value[tile.at(bl, cl)]);
-      if (kArgmax) {
-        argmax[o] = tile.argmax[tile.at(bl, cl)];
-      }
     }
     __syncthreads();
   }
@@ -488,9 +559,10 @@ __global__ void __launch_bounds__(kThreads) decode_keys_kernel(
 // Backward. A thread owns one bin of one roi (j = k * bins + bin, blockIdx.x
 // fastest) and kGradChannels consecutive channels (blockIdx.y): it looks the
 // roi's image up once, then reads the argmax and grad_output of its channels
-// (consecutive threads: consecutive bins, coalesced) and issues one atomic add
-// per channel. Blocks run in channel-major order, so the gradient planes that
-// receive the adds at any time are few and stay in L2.
+// and issues one atomic add per channel. Blocks run in channel-major order, so
+// the gradient planes that receive the adds at any time are few and stay in L2.
+// Used for double and (fixed point) in deterministic mode; float / half /
+// bfloat16 use tile_grad_kernel.
 struct GradThread {
   int64_t k, bin, b;  // b < 0: nothing to do
 };
@@ -515,9 +587,10 @@ __device__ inline void for_each_grad(const GradThread& t, const int32_t* __restr
        c0 += static_cast<int64_t>(gridDim.y) * kGradChannels) {
     int32_t a[kGradChannels];
     const int64_t o0 = (t.k * channels + c0) * bins + t.bin;
+    const int32_t* arg = argmax + (t.k * bins + t.bin) * channels + c0;  // channels-last
 #pragma unroll
     for (int i = 0; i < kGradChannels; ++i) {
-      a[i] = c0 + i < channels ? argmax[o0 + i * bins] : -1;
+      a[i] = c0 + i < channels ? arg[i] : -1;
     }
 #pragma unroll
     for (int i = 0; i < kGradChannels; ++i) {
@@ -634,6 +707,35 @@ at::Tensor channels_last_input(const at::Tensor& input, cudaStream_t stream) {
                      AT_DISPATCH_CASE(at::ScalarType::Half, __VA_ARGS__)  \
                      AT_DISPATCH_CASE(at::ScalarType::BFloat16, __VA_ARGS__))
 
+// RoiExtent of every roi (a byte tensor on the rois' device).
+at::Tensor roi_extents(const at::Tensor& rois, int64_t batch, int64_t height, int64_t width,
+                       const RoIPoolParams& params, cudaStream_t stream) {
+  const int64_t num_rois = rois.size(0);
+  at::Tensor extents = at::empty({num_rois * static_cast<int64_t>(sizeof(RoiExtent))},
+                                 rois.options().dtype(at::kByte));
+  DISPATCH_FLOAT_HALF_BFLOAT16(rois.scalar_type(), "mmops::roi_pool extents (CUDA)", [&] {
+    roi_extent_kernel<scalar_t><<<(num_rois + kThreads - 1) / kThreads, kThreads, 0, stream>>>(
+        rois.const_data_ptr<scalar_t>(), reinterpret_cast<RoiExtent*>(extents.mutable_data_ptr()),
+        num_rois, batch, height, width, params);
+    C10_CUDA_KERNEL_LAUNCH_CHECK();
+  });
+  return extents;
+}
+
+// Grid of the tiled kernels: (tiles, channel chunks, images).
+dim3 tile_grid(int64_t batch, int64_t channels, int64_t height, int64_t width, int64_t num_rois) {
+  const int64_t tiles = ((height + kTileH - 1) / kTileH) * ((width + kTileW - 1) / kTileW);
+  const int64_t chunks = (channels + kTileChannels - 1) / kTileChannels;
+  TORCH_CHECK(tiles <= std::numeric_limits<int32_t>::max() && chunks <= 65535 && batch <= 65535,
+              "mmops::roi_pool: input too large for the CUDA kernel (", batch, "x", channels, "x",
+              height, "x", width, ")");
+  TORCH_CHECK(num_rois <= std::numeric_limits<int32_t>::max(), "mmops::roi_pool: too many rois (",
+              num_rois, ")");
+  return dim3(static_cast<unsigned>(tiles), static_cast<unsigned>(chunks), static_cast<unsigned>(batch));
+}
+
+constexpr size_t kTileBytes = sizeof(float) * kTilePixels * kTileStride;
+
 // float / half / bfloat16 forward: tile_max_kernel into zeroed keys, then decode.
 void tiled_forward(const at::Tensor& input, const at::Tensor& rois, const RoIPoolParams& params,
                    at::Tensor& output, at::Tensor* argmax, cudaStream_t stream) {
@@ -646,31 +748,18 @@ void tiled_forward(const at::Tensor& input, const at::Tensor& rois, const RoIPoo
   const bool with_argmax = argmax != nullptr;
   at::Tensor keys = at::zeros({num_rois, bins, channels},
                               input.options().dtype(with_argmax ? at::kLong : at::kInt));
-  const int64_t tiles_h = (height + kTileH - 1) / kTileH, tiles_w = (width + kTileW - 1) / kTileW;
-  const int64_t chunks = (channels + kTileChannels - 1) / kTileChannels;
-  TORCH_CHECK(tiles_h * tiles_w <= std::numeric_limits<int32_t>::max() && chunks <= 65535 &&
-                  batch <= 65535,
-              "mmops::roi_pool: input too large for the CUDA kernel (", input.sizes(), ")");
-  TORCH_CHECK(num_rois <= std::numeric_limits<int32_t>::max(), "mmops::roi_pool: too many rois (",
-              num_rois, ")");
+  const int64_t tiles_w = (width + kTileW - 1) / kTileW;
   if (batch > 0 && height > 0 && width > 0) {
+    const at::Tensor extents = roi_extents(rois, batch, height, width, params, stream);
+    const RoiExtent* extent_data = reinterpret_cast<const RoiExtent*>(extents.const_data_ptr());
     DISPATCH_FLOAT_HALF_BFLOAT16(input.scalar_type(), "mmops::roi_pool (CUDA)", [&] {
-      at::Tensor extents = at::empty({num_rois * static_cast<int64_t>(sizeof(RoiExtent))},
-                                     input.options().dtype(at::kByte));
-      RoiExtent* extent_data = reinterpret_cast<RoiExtent*>(extents.mutable_data_ptr());
-      roi_extent_kernel<scalar_t><<<(num_rois + kThreads - 1) / kThreads, kThreads, 0, stream>>>(
-          rois.const_data_ptr<scalar_t>(), extent_data, num_rois, batch, height, width, params);
-      C10_CUDA_KERNEL_LAUNCH_CHECK();
       auto launch = [&](auto arg_tag, auto layout_tag) {
         constexpr bool kArg = decltype(arg_tag)::value;
         constexpr bool kCL = decltype(layout_tag)::value;
-        const dim3 grid(static_cast<unsigned>(tiles_h * tiles_w), static_cast<unsigned>(chunks),
-                        static_cast<unsigned>(batch));
-        constexpr size_t smem = sizeof(float) * kTilePixels * kTileStride;
         auto kernel = tile_max_kernel<scalar_t, kArg, kCL>;
         C10_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                            static_cast<int>(smem)));
-        kernel<<<grid, kThreads, smem, stream>>>(
+                                            static_cast<int>(kTileBytes)));
+        kernel<<<tile_grid(batch, channels, height, width, num_rois), kThreads, kTileBytes, stream>>>(
             x.const_data_ptr<scalar_t>(), rois.const_data_ptr<scalar_t>(), extent_data,
             reinterpret_cast<KeyT<kArg>*>(keys.mutable_data_ptr()), num_rois, channels, height,
             width, static_cast<int>(tiles_w), params);
@@ -711,8 +800,9 @@ std::tuple<at::Tensor, at::Tensor> roi_pool_forward_cuda(
   const int64_t num_rois = rois_.size(0), channels = input_.size(1);
   at::Tensor output = at::empty({num_rois, channels, params.pooled_height, params.pooled_width},
                                 input_.options());
-  at::Tensor argmax = at::empty(with_argmax ? output.sizes() : at::IntArrayRef{0},
-                                input_.options().dtype(at::kInt));
+  at::Tensor argmax = with_argmax
+      ? at::empty(output.sizes(), input_.options().dtype(at::kInt), at::MemoryFormat::ChannelsLast)
+      : at::empty({0}, input_.options().dtype(at::kInt));
   if (output.numel() == 0) {
     return {output, argmax};
   }
@@ -764,9 +854,28 @@ at::Tensor roi_pool_backward_cuda(const at::Tensor& grad_output_, const at::Tens
   if (total == 0 || numel == 0) {
     return at::zeros(input_shape, grad_output_.options());
   }
-  const at::Tensor grad_output = grad_output_.contiguous();
   const at::Tensor rois = rois_.contiguous();
-  const at::Tensor argmax = argmax_.contiguous();
+  const at::Tensor argmax = argmax_.contiguous(at::MemoryFormat::ChannelsLast);
+  if (!deterministic && dtype != at::kDouble) {
+    const int64_t batch = input_shape[0], channels = input_shape[1];
+    const int64_t height = input_shape[2], width = input_shape[3];
+    const at::Tensor grad_output = grad_output_.contiguous(at::MemoryFormat::ChannelsLast);
+    const at::Tensor extents = roi_extents(rois, batch, height, width, params, stream);
+    at::Tensor grad = at::empty(input_shape, grad_output.options().memory_format(at::MemoryFormat::Contiguous));
+    DISPATCH_FLOAT_HALF_BFLOAT16(dtype, "mmops::roi_pool backward (CUDA)", [&] {
+      auto kernel = tile_grad_kernel<scalar_t>;
+      C10_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                          static_cast<int>(kTileBytes)));
+      kernel<<<tile_grid(batch, channels, height, width, rois.size(0)), kThreads, kTileBytes, stream>>>(
+          grad_output.const_data_ptr<scalar_t>(), rois.const_data_ptr<scalar_t>(),
+          reinterpret_cast<const RoiExtent*>(extents.const_data_ptr()),
+          argmax.const_data_ptr<int32_t>(), grad.mutable_data_ptr<scalar_t>(), rois.size(0), channels,
+          height, width, static_cast<int>((width + kTileW - 1) / kTileW), params);
+      C10_CUDA_KERNEL_LAUNCH_CHECK();
+    });
+    return grad;
+  }
+  const at::Tensor grad_output = grad_output_.contiguous();
   const int64_t bins = params.pooled_height * params.pooled_width;
   const int64_t plane = input_shape[2] * input_shape[3];
   const int64_t num_rois = rois.size(0), channels = input_shape[1];

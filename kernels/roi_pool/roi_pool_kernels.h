@@ -20,7 +20,8 @@ namespace kernels {
 
 // Returns (output [K, C, PH, PW], argmax). When `with_argmax`, argmax holds the
 // winning pixel h * W + w of each output (int32, -1 for an empty bin or a roi
-// that pools zeros); otherwise it is an empty int32 tensor.
+// that pools zeros), channels-last ([K, PH, PW, C] in memory: the CUDA
+// backward reads a bin's channels together); otherwise an empty int32 tensor.
 std::tuple<at::Tensor, at::Tensor> roi_pool_forward_cpu(
     const at::Tensor& input, const at::Tensor& rois, const RoIPoolParams& params, bool with_argmax);
 

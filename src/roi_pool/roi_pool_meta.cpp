@@ -28,8 +28,9 @@ std::tuple<at::Tensor, at::Tensor> roi_pool_forward_meta(const at::Tensor& input
                                                          double spatial_scale) {
   detail::check_roi_pool_forward(kOp, input, rois, output_size, spatial_scale);
   const std::vector<c10::SymInt> shape = output_shape(input, rois, output_size);
+  // argmax is channels-last, as the CPU and CUDA kernels return it
   return {at::empty_symint(shape, input.options()),
-          at::empty_symint(shape, input.options().dtype(at::kInt))};
+          at::empty_symint(shape, input.options().dtype(at::kInt), at::MemoryFormat::ChannelsLast)};
 }
 
 at::Tensor roi_pool_backward_meta(const at::Tensor& grad_output, const at::Tensor& rois,

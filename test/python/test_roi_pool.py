@@ -524,6 +524,11 @@ def test_cuda_large_map_ties_and_nan_match_cpu(dtype, layout):
         torch.testing.assert_close(out.cpu(), exp, rtol=0, atol=0, equal_nan=True)
         plain = op(x.cuda().contiguous(memory_format=fmt), rois.cuda(), list(out_size), 0.5)
         torch.testing.assert_close(plain.cpu(), exp, rtol=0, atol=0, equal_nan=True)
+        go = torch.randn(exp.shape).to(dtype)
+        _, g = grad_of(x.cuda().contiguous(memory_format=fmt), rois.cuda(), go.cuda(), out_size, 0.5)
+        _, gexp = grad_of(x, rois, go, out_size, 0.5)
+        tol = dict(rtol=1e-5, atol=1e-5) if dtype == torch.float32 else TOL[dtype]
+        torch.testing.assert_close(g.cpu(), gexp, **tol)
 
 
 @requires_cuda
