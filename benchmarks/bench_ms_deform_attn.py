@@ -1,0 +1,246 @@
+"""Benchmark mmops.ms_deform_attn against the plain-PyTorch grid_sample composite.
+
+The baseline is what mmcv runs without its CUDA op (multi_scale_deformable_attn_pytorch):
+split value per level, F.grid_sample(bilinear, zeros, align_corners=False) each
+level at grid = 2 * loc - 1, multiply by the attention weights and sum. Both run
+in the same process on the same inputs. Every (case, dtype) is first checked
+against a float64 run of the composite (the "rel err" columns: max |x - ref| /
+max |ref| for the output and the value / location / attention gradients), so the
+benchmark never times wrong code. Then forward and forward+backward (gradients
+of value, sampling_locations and attention_weights for a fixed random output
+gradient, as in training) are timed.
+
+  CUDA: CUDA events around each iteration after warm-up, median. The "encoder"
+        case is Deformable DETR's encoder: B 2, levels 100x150 / 50x75 / 25x38 /
+        13x19, 8 heads of 32 channels, 4 points, one query per value row.
+  CPU:  time.perf_counter around each iteration after warm-up, median,
+        torch.get_num_threads() threads; a smaller shape, float32 only.
+
+ratio = composite ms / mmops ms (> 1 means mmops is faster).
+
+Usage:
+  PYTHONPATH=python python benchmarks/bench_ms_deform_attn.py [--device cpu|cuda]
+      [--iters N] [--warmup N] [--cases encoder,decoder] [--dtypes fp32,bf16,fp16] [--quick]
+
+The exit code is 1 when a correctness check fails or mmops raises, else 0
+(timings are never asserted).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from dataclasses import dataclass
+from typing import Optional
+
+import torch
+import torch.nn.functional as F
+
+import mmops
+from bench_common import Timer, fmt_ms, fmt_ratio, print_columns, report_problems
+
+
+@dataclass(frozen=True)
+class Case:
+    name: str
+    batch: int
+    levels: tuple  # (H, W) per level
+    heads: int
+    head_dim: int
+    points: int
+    queries: int = 0  # 0: one query per value row (encoder self-attention)
+
+    @property
+    def rows(self) -> int:
+        return sum(h * w for h, w in self.levels)
+
+    @property
+    def num_queries(self) -> int:
+        return self.queries or self.rows
+
+
+DETR_LEVELS = ((100, 150), (50, 75), (25, 38), (13, 19))
+CUDA_CASES = [
+    Case("encoder", 2, DETR_LEVELS, 8, 32, 4),
+    Case("decoder", 2, DETR_LEVELS, 8, 32, 4, queries=300),
+]
+CPU_CASES = [
+    Case("encoder", 1, ((32, 48), (16, 24), (8, 12), (4, 6)), 8, 32, 4),
+    Case("decoder", 2, ((50, 75), (25, 38), (13, 19), (7, 10)), 8, 32, 4, queries=300),
+]
+
+DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
+# Allowed rel err vs the float64 composite (output, then each gradient); the
+# location gradient is a W-scaled sum over channels and loses more in 16-bit.
+TOLERANCE = {torch.float32: (1e-4, 1e-3), torch.float16: (5e-3, 3e-2), torch.bfloat16: (3e-2, 1e-1)}
+
+
+def composite(value, spatial_shapes, sampling_locations, attention_weights, shapes):
+    """The baseline (mmcv's multi_scale_deformable_attn_pytorch); shapes: list of (H, W)."""
+    B, S, M, D = value.shape
+    _, Q, _, L, P, _ = sampling_locations.shape
+    per_level = value.split([h * w for h, w in shapes], dim=1)
+    grids = 2 * sampling_locations - 1
+    samples = []
+    for lvl, (h, w) in enumerate(shapes):
+        v = per_level[lvl].flatten(2).transpose(1, 2).reshape(B * M, D, h, w)
+        g = grids[:, :, :, lvl].transpose(1, 2).flatten(0, 1)
+        samples.append(F.grid_sample(v, g, mode="bilinear", padding_mode="zeros", align_corners=False))
+    a = attention_weights.transpose(1, 2).reshape(B * M, 1, Q, L * P)
+    out = (torch.stack(samples, dim=-2).flatten(-2) * a).sum(-1).view(B, M * D, Q)
+    return out.transpose(1, 2).contiguous()
+
+
+def make_inputs(case: Case, seed: int = 0):
+    """float32 CPU value, spatial_shapes, level_start_index, locations, weights:
+    locations around a reference point per query (as the encoder's offsets),
+    some falling outside; softmax-normalised weights."""
+    gen = torch.Generator().manual_seed(seed)
+    B, M, D, P, Q, L = case.batch, case.heads, case.head_dim, case.points, case.num_queries, len(case.levels)
+    value = torch.randn(B, case.rows, M, D, generator=gen)
+    shapes = torch.tensor(case.levels, dtype=torch.long)
+    sizes = shapes[:, 0] * shapes[:, 1]
+    starts = torch.cat([sizes.new_zeros(1), sizes.cumsum(0)[:-1]])
+    ref = torch.rand(B, Q, 1, 1, 1, 2, generator=gen)
+    # offsets of a few pixels of each level: (x, y) / (W, H)
+    norm = torch.stack([shapes[:, 1], shapes[:, 0]], -1).float().view(1, 1, 1, L, 1, 2)
+    offsets = torch.randn(B, Q, M, L, P, 2, generator=gen) * 2.0 / norm
+    loc = ref + offsets
+    attn = torch.randn(B, Q, M, L * P, generator=gen).softmax(-1).view(B, Q, M, L, P)
+    return value, shapes, starts, loc, attn
+
+
+def rel_err(x: torch.Tensor, ref: torch.Tensor) -> float:
+    scale = max(ref.double().abs().max().item(), 1e-12)
+    return (x.double() - ref.double()).abs().max().item() / scale
+
+
+@dataclass
+class Row:
+    case: str
+    dtype: str
+    base_fwd: Optional[float] = None
+    mm_fwd: Optional[float] = None
+    base_fb: Optional[float] = None
+    mm_fb: Optional[float] = None
+    check: str = ""
+
+
+def bench_config(case: Case, dtype_name: str, device, timer, problems) -> Row:
+    dtype = DTYPES[dtype_name]
+    row = Row(case.name, dtype_name)
+    value, shapes, starts, loc, attn = make_inputs(case)
+    levels = list(case.levels)
+    go = torch.randn(case.batch, case.num_queries, case.heads * case.head_dim,
+                     generator=torch.Generator().manual_seed(1))
+    v, lo, a, g = (t.to(device=device, dtype=dtype) for t in (value, loc, attn, go))
+    ss, st = shapes.to(device), starts.to(device)
+
+    def mm(v_, lo_, a_):
+        return mmops.ms_deform_attn(v_, ss, st, lo_, a_)
+
+    def base(v_, lo_, a_):
+        return composite(v_, ss, lo_, a_, levels)
+
+    leaves = [t.detach().clone().requires_grad_(True) for t in (v, lo, a)]
+
+    def fwd_bwd(fn):
+        return torch.autograd.grad(fn(*leaves), leaves, g)
+
+    # --- correctness: mmops on the rounded inputs vs the float64 composite -----
+    label = f"{case.name}/{dtype_name}"
+    try:
+        out = mm(*leaves)
+        grads = torch.autograd.grad(out, leaves, g)
+    except Exception as exc:  # report, and go on with the other rows
+        row.check = "ERROR"
+        problems.append(f"{label}: mmops raised {type(exc).__name__}: {exc}")
+        return row
+    ref_leaves = [t.detach().double().requires_grad_(True) for t in (v, lo, a)]
+    ref_out = composite(*ref_leaves[:1], ss, *ref_leaves[1:], levels)
+    ref_grads = torch.autograd.grad(ref_out, ref_leaves, g.double())
+    errs = [rel_err(out, ref_out)] + [rel_err(x, r) for x, r in zip(grads, ref_grads)]
+    row.check = "/".join(f"{e:.0e}" for e in errs)
+    tol_fwd, tol_bwd = TOLERANCE[dtype]
+    if errs[0] > tol_fwd or max(errs[1:]) > tol_bwd:
+        row.check += " !"
+        problems.append(f"{label}: rel err out/value/loc/attn {row.check} (tol {tol_fwd:.0e}/{tol_bwd:.0e})")
+    del out, grads, ref_leaves, ref_out, ref_grads
+
+    # --- timing ----------------------------------------------------------------
+    with torch.no_grad():
+        row.mm_fwd = timer(lambda: mm(v, lo, a))
+        row.base_fwd = timer(lambda: base(v, lo, a))
+    row.mm_fb = timer(lambda: fwd_bwd(mm))
+    row.base_fb = timer(lambda: fwd_bwd(base))
+    return row
+
+
+def print_table(rows: list[Row]) -> None:
+    header = ["case", "dtype", "composite fwd ms", "mmops fwd ms", "ratio",
+              "composite fwd+bwd ms", "mmops fwd+bwd ms", "ratio", "rel err out/value/loc/attn"]
+    cells = [[r.case, r.dtype, fmt_ms(r.base_fwd), fmt_ms(r.mm_fwd), fmt_ratio(r.base_fwd, r.mm_fwd),
+              fmt_ms(r.base_fb), fmt_ms(r.mm_fb), fmt_ratio(r.base_fb, r.mm_fb), r.check] for r in rows]
+    print_columns(header, cells, left=2)
+
+
+def parse_list(value: Optional[str], choices) -> Optional[list]:
+    if value is None:
+        return None
+    items = [v.strip() for v in value.split(",") if v.strip()]
+    bad = [v for v in items if v not in choices]
+    if bad:
+        raise argparse.ArgumentTypeError(f"unknown {bad}, choose from {list(choices)}")
+    return items
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--device", choices=("cpu", "cuda"),
+                        default="cuda" if torch.cuda.is_available() else "cpu")
+    parser.add_argument("--iters", type=int, help="timed iterations (default 50 cuda / 10 cpu; --quick 10 / 3)")
+    parser.add_argument("--warmup", type=int, help="warm-up iterations (default 10 cuda / 2 cpu; --quick 3 / 1)")
+    parser.add_argument("--cases", help="comma-separated case names (default: all)")
+    parser.add_argument("--dtypes", help="comma-separated of fp32,bf16,fp16 (default: fp32,bf16 on cuda, fp32 on cpu)")
+    parser.add_argument("--quick", action="store_true", help="few iterations: a smoke run")
+    args = parser.parse_args()
+
+    device = torch.device(args.device)
+    if device.type == "cuda" and not torch.cuda.is_available():
+        parser.error("--device cuda requested but CUDA is not available")
+    cuda = device.type == "cuda"
+    all_cases = CUDA_CASES if cuda else CPU_CASES
+    try:
+        case_names = parse_list(args.cases, [c.name for c in all_cases])
+        dtypes = parse_list(args.dtypes, DTYPES) or (["fp32", "bf16"] if cuda else ["fp32"])
+    except argparse.ArgumentTypeError as exc:
+        parser.error(str(exc))
+    cases = [c for c in all_cases if case_names is None or c.name in case_names]
+    iters = args.iters or ((10 if cuda else 3) if args.quick else (50 if cuda else 10))
+    warmup = args.warmup if args.warmup is not None else ((3 if cuda else 1) if args.quick else (10 if cuda else 2))
+
+    where = torch.cuda.get_device_name(device) if cuda else f"cpu, {torch.get_num_threads()} threads"
+    print(f"ms_deform_attn benchmark on {where}: torch {torch.__version__}, "
+          f"mmops from {getattr(mmops, 'library_path', '?')}")
+    print(f"median of {iters} iterations after {warmup} warm-ups; ratio = composite / mmops (>1: mmops faster); "
+          "composite = per-level F.grid_sample + weighted sum (mmcv's multi_scale_deformable_attn_pytorch); "
+          "fwd+bwd = gradients of value, locations and weights")
+    for c in cases:
+        maps = "/".join(f"{h}x{w}" for h, w in c.levels)
+        print(f"  {c.name:8s} B {c.batch}, levels {maps} (S {c.rows}), heads {c.heads}, head_dim {c.head_dim}, "
+              f"points {c.points}, queries {c.num_queries}")
+    print()
+
+    timer = Timer(device, iters, warmup)
+    rows, problems = [], []
+    for case in cases:
+        for dtype_name in dtypes:
+            rows.append(bench_config(case, dtype_name, device, timer, problems))
+            if cuda:
+                torch.cuda.empty_cache()
+    print_table(rows)
+    return report_problems(problems)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
