@@ -17,6 +17,9 @@ import torch
 # keep hypothesis' cache out of the source tree
 os.environ.setdefault("HYPOTHESIS_STORAGE_DIRECTORY",
                       os.path.join(tempfile.gettempdir(), "mmops-hypothesis"))
+# A fresh inductor cache per test session: a cached graph compiled against an
+# older build of libmmops (e.g. different fake-tensor strides) must not be reused.
+os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", tempfile.mkdtemp(prefix="mmops-inductor-"))
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
