@@ -18,6 +18,9 @@ from .modules import MultiLevelRoIAlign, RoIAlign  # noqa: E402
 from .detection_ops import roi_pool, sigmoid_focal_loss, softmax_focal_loss  # noqa: E402
 from .detection_modules import RoIPool, SigmoidFocalLoss, SoftmaxFocalLoss  # noqa: E402
 from .nms_ops import batched_nms, bbox_overlaps, nms, soft_nms  # noqa: E402
+from .deform_conv_ops import (DeformConv2d, DeformConv2dPack, ModulatedDeformConv2d,  # noqa: E402
+                              ModulatedDeformConv2dPack, deform_conv2d, modulated_deform_conv2d)
+from .ms_deform_attn_ops import MultiScaleDeformableAttention, ms_deform_attn  # noqa: E402
 
 
 def set_strict_index_check(enabled: bool) -> None:
@@ -33,4 +36,7 @@ def strict_index_check() -> bool:
 __all__ = ["__version__", "roi_align", "RoIAlign", "multi_level_roi_align", "MultiLevelRoIAlign", "set_strict_index_check", "strict_index_check", "library_path",
            "roi_pool", "RoIPool", "sigmoid_focal_loss", "SigmoidFocalLoss", "softmax_focal_loss",
            "SoftmaxFocalLoss",
-           "nms", "batched_nms", "soft_nms", "bbox_overlaps"]
+           "nms", "batched_nms", "soft_nms", "bbox_overlaps",
+           "deform_conv2d", "modulated_deform_conv2d", "DeformConv2d", "DeformConv2dPack",
+           "ModulatedDeformConv2d", "ModulatedDeformConv2dPack",
+           "ms_deform_attn", "MultiScaleDeformableAttention"]

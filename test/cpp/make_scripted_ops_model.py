@@ -1,5 +1,6 @@
 """Scripts and saves one module holding a submodule per detection op (roi_pool,
-sigmoid/softmax focal loss, nms/batched_nms/soft_nms, bbox_overlaps), for
+sigmoid/softmax focal loss, nms/batched_nms/soft_nms, bbox_overlaps, ms_deform_attn,
+deform_conv2d / modulated_deform_conv2d), for
 test_torchscript_ops.cpp.
 
 Each submodule keeps its example inputs, the eager Python outputs and (for the
@@ -111,6 +112,55 @@ class BBoxOverlapsOps(torch.nn.Module):
         return (torch.cat(parts),)
 
 
+class MsDeformAttnOps(torch.nn.Module):
+    """ms_deform_attn (op and functional wrapper) and mmops.MultiScaleDeformableAttention."""
+
+    input_names: List[str]
+    grad_names: List[str]
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.input_names = ["value", "spatial_shapes", "level_start_index", "sampling_locations",
+                            "attention_weights", "query", "reference_points"]
+        self.grad_names = ["value", "sampling_locations", "attention_weights", "query"]
+        self.attn = mmops.MultiScaleDeformableAttention(embed_dims=8, num_heads=2, num_levels=2, num_points=2,
+                                                        dropout=0.0, batch_first=True)
+
+    def forward(self, value: Tensor, spatial_shapes: Tensor, level_start_index: Tensor, sampling_locations: Tensor,
+                attention_weights: Tensor, query: Tensor, reference_points: Tensor) -> Tuple[Tensor]:
+        a = torch.ops.mmops.ms_deform_attn(value, spatial_shapes, level_start_index, sampling_locations,
+                                           attention_weights).flatten()
+        b = mmops.ms_deform_attn(value * 2.0, spatial_shapes, level_start_index, sampling_locations,
+                                 attention_weights).flatten()
+        c = self.attn(query, reference_points=reference_points, spatial_shapes=spatial_shapes,
+                      level_start_index=level_start_index).flatten()
+        return (torch.cat([a, b, c]),)
+
+
+class DeformConvOps(torch.nn.Module):
+    """deform_conv2d / modulated_deform_conv2d (ops) and mmops.DeformConv2dPack /
+    mmops.ModulatedDeformConv2dPack (modules)."""
+
+    input_names: List[str]
+    grad_names: List[str]
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.input_names = ["input", "offset", "mask"]
+        self.grad_names = ["input", "offset", "mask"]
+        self.dcn = mmops.DeformConv2dPack(4, 6, 3, padding=1, deform_groups=2)
+        self.dcn2 = mmops.ModulatedDeformConv2dPack(4, 4, 3, stride=2, padding=1, groups=2)
+
+    def forward(self, input: Tensor, offset: Tensor, mask: Tensor) -> Tuple[Tensor]:
+        a = torch.ops.mmops.modulated_deform_conv2d(input, offset, mask, self.dcn.weight, None, [1, 1], [1, 1],
+                                                    [1, 1], 1, 2).flatten()
+        b = torch.ops.mmops.deform_conv2d(input, offset, self.dcn.weight, None, [1, 1], [1, 1], [1, 1], 1,
+                                          2).flatten()
+        c = self.dcn(input).flatten()
+        d = self.dcn2(input).flatten()
+        return (torch.cat([a, b, c, d]),)
+
+
 class DetectionOps(torch.nn.Module):
     def __init__(self, focal_weight: Tensor) -> None:
         super().__init__()
@@ -118,6 +168,8 @@ class DetectionOps(torch.nn.Module):
         self.focal_loss = FocalLossOps(focal_weight)
         self.nms = NmsOps()
         self.bbox_overlaps = BBoxOverlapsOps()
+        self.deform_conv = DeformConvOps()
+        self.ms_deform_attn = MsDeformAttnOps()
 
     def forward(self) -> int:  # the submodules are what the C++ test runs
         return 0
@@ -176,14 +228,41 @@ def main(path: str) -> None:
     bboxes1 = _random_boxes(g, 6, 12.0, 15.0)
     bboxes2 = _random_boxes(g, 8, 12.0, 15.0)
 
+    # ms_deform_attn: float64, two levels (3 x 4, 2 x 2), D = 3; the module on the same levels
+    # (self-attention over the 16 rows) with random float64 parameters.
+    msda_shapes = torch.tensor([[3, 4], [2, 2]])
+    msda_starts = torch.tensor([0, 12])
+    msda_value = torch.randn(2, 16, 2, 3, generator=g, dtype=torch.float64)
+    msda_loc = torch.rand(2, 5, 2, 2, 2, 2, generator=g, dtype=torch.float64) * 1.2 - 0.1
+    msda_attn = torch.rand(2, 5, 2, 2, 2, generator=g, dtype=torch.float64)
+    msda_query = torch.randn(2, 16, 8, generator=g, dtype=torch.float64)
+    msda_ref = torch.rand(2, 16, 2, 2, generator=g, dtype=torch.float64)
+
+    # deform conv: float64 2 x 4 x 5 x 6 input, offsets of 2 deform groups spread over a few
+    # pixels, masks in [0, 1]; the modules' parameters (conv_offset included) random float64.
+    dcn_input = torch.randn(2, 4, 5, 6, generator=g, dtype=torch.float64)
+    dcn_offset = torch.randn(2, 36, 5, 6, generator=g, dtype=torch.float64) * 1.5
+    dcn_mask = torch.rand(2, 18, 5, 6, generator=g, dtype=torch.float64)
+
     model = DetectionOps(focal_weight)
+    model.ms_deform_attn.attn.double()
+    with torch.no_grad():
+        for p in model.ms_deform_attn.attn.parameters():
+            p.copy_(torch.randn(p.shape, generator=g, dtype=torch.float64) * 0.3)
     _record(model.roi_pool, [features, rois], g)
     _record(model.focal_loss, [logits, sigmoid_target, softmax_target], g)
     _record(model.nms, [boxes, scores, idxs], g)
     _record(model.bbox_overlaps, [bboxes1, bboxes2], g)
+    model.deform_conv.double()
+    with torch.no_grad():
+        for p in model.deform_conv.parameters():
+            p.copy_(torch.randn(p.shape, generator=g, dtype=torch.float64) * 0.3)
+    _record(model.deform_conv, [dcn_input, dcn_offset, dcn_mask], g)
+    _record(model.ms_deform_attn, [msda_value, msda_shapes, msda_starts, msda_loc, msda_attn, msda_query,
+                                   msda_ref], g)
 
     scripted = torch.jit.script(model)
-    for name in ("roi_pool", "focal_loss", "nms", "bbox_overlaps"):
+    for name in ("roi_pool", "focal_loss", "nms", "bbox_overlaps", "ms_deform_attn", "deform_conv"):
         eager, sub = getattr(model, name), getattr(scripted, name)
         args = [getattr(eager, f"example_{n}") for n in eager.input_names]
         for i, out in enumerate(sub(*args)):
@@ -191,7 +270,7 @@ def main(path: str) -> None:
     scripted.save(path)
 
     loaded = torch.jit.load(path)
-    for name in ("roi_pool", "focal_loss", "nms", "bbox_overlaps"):
+    for name in ("roi_pool", "focal_loss", "nms", "bbox_overlaps", "ms_deform_attn", "deform_conv"):
         sub = getattr(loaded, name)
         args = [getattr(sub, f"example_{n}") for n in sub.input_names]
         for i, out in enumerate(sub(*args)):

@@ -183,4 +183,43 @@ TEST_F(TorchScriptOps, BBoxOverlaps) {
                  "C++ API aligned iof");
 }
 
+TEST_F(TorchScriptOps, MsDeformAttn) {
+  torch::jit::Module m = submodule("ms_deform_attn");
+  const std::vector<at::Tensor> outs = check_recorded(m);
+  // Layout: the op [2 * 5 * 6], the functional wrapper on 2 * value [2 * 5 * 6],
+  // MultiScaleDeformableAttention [2 * 16 * 8].
+  const at::Tensor out = outs[0].detach();
+  ASSERT_EQ(out.numel(), 376);
+  const at::Tensor value = example(m, "value");
+  const at::Tensor shapes = example(m, "spatial_shapes");
+  const at::Tensor starts = example(m, "level_start_index");
+  const at::Tensor loc = example(m, "sampling_locations");
+  const at::Tensor attn = example(m, "attention_weights");
+  expect_matches(mmops::ms_deform_attn(value, shapes, starts, loc, attn).flatten(), out.slice(0, 0, 60),
+                 "C++ API ms_deform_attn");
+  expect_matches(mmops::ms_deform_attn(value * 2.0, shapes, starts, loc, attn).flatten(), out.slice(0, 60, 120),
+                 "C++ API ms_deform_attn on 2 * value");
+}
+
+TEST_F(TorchScriptOps, DeformConv) {
+  torch::jit::Module m = submodule("deform_conv");
+  const std::vector<at::Tensor> outs = check_recorded(m);
+  // Layout: modulated_deform_conv2d [2 * 6 * 5 * 6], deform_conv2d [360] (both with
+  // dcn.weight, deform_groups 2), DeformConv2dPack [360], ModulatedDeformConv2dPack [2 * 4 * 3 * 3].
+  const at::Tensor out = outs[0].detach();
+  ASSERT_EQ(out.numel(), 1152);
+  const at::Tensor input = example(m, "input");
+  const at::Tensor offset = example(m, "offset");
+  const at::Tensor mask = example(m, "mask");
+  const at::Tensor weight = m.attr("dcn").toModule().attr("weight").toTensor();
+  expect_matches(mmops::modulated_deform_conv2d(input, offset, mask, weight, std::nullopt, {1, 1}, {1, 1}, {1, 1}, 1, 2)
+                     .flatten(),
+                 out.slice(0, 0, 360), "C++ API modulated_deform_conv2d");
+  expect_matches(mmops::deform_conv2d(input, offset, weight, std::nullopt, {1, 1}, {1, 1}, {1, 1}, 1, 2).flatten(),
+                 out.slice(0, 360, 720), "C++ API deform_conv2d");
+  // The scripted graph with an empty batch.
+  const std::vector<at::Tensor> empty = run(m, {input.slice(0, 0, 0), offset.slice(0, 0, 0), mask.slice(0, 0, 0)});
+  EXPECT_EQ(empty[0].numel(), 0);
+}
+
 } // namespace

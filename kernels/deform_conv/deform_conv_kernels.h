@@ -1,0 +1,85 @@
+#pragma once
+// Kernels of deform_conv2d (DCNv1) and modulated_deform_conv2d (DCNv2).
+// Callers (src/deform_conv) validate the arguments first; these functions only compute.
+//
+// Structure (the same on CPU and CUDA, see deform_conv_gemm.cpp):
+//   forward:  cols = deformable im2col of the input (bilinear samples, times the
+//             mask), stored channels-last: memory [n, H_out, W_out, K] with
+//             K = groups * kh * kw * (C_in / groups) in (group, tap, channel) order;
+//             output = 1x1 convolution of cols (as an [n, K, H_out, W_out]
+//             channels_last tensor) with the weight reordered to [C_out, kh*kw*C_in/groups, 1, 1].
+//   backward: grad_cols = transposed 1x1 convolution of grad_output; grad_weight
+//             from the convolution backward with the recomputed cols; then one
+//             col2im pass that scatters grad_input and reduces grad_offset and
+//             grad_mask over the channels.
+// The batch is processed in chunks so that a column buffer stays below kColumnBytes.
+
+#include <ATen/core/Tensor.h>
+
+#include <array>
+#include <cstdint>
+#include <tuple>
+
+namespace mmops {
+
+// Plain data, passed by value to the CUDA kernels. All sizes concrete.
+struct DeformConvParams {
+  int64_t kernel_h, kernel_w;
+  int64_t stride_h, stride_w;
+  int64_t pad_h, pad_w;
+  int64_t dilation_h, dilation_w;
+  int64_t groups, deform_groups;
+  int64_t out_h, out_w;
+};
+
+namespace kernels {
+
+// Upper bound of one column buffer (cols or grad_cols) of a batch chunk; a
+// chunk holds at least one image.
+constexpr int64_t kColumnBytes = int64_t(512) << 20;
+
+// output [N, C_out, H_out, W_out] in input.suggest_memory_format(). mask and
+// bias are undefined tensors when absent. Any device with column kernels
+// (CPU, CUDA).
+at::Tensor deform_conv2d_forward(const at::Tensor& input, const at::Tensor& offset,
+                                 const at::Tensor& mask, const at::Tensor& weight,
+                                 const at::Tensor& bias, const DeformConvParams& p);
+
+// (grad_input, grad_offset, grad_mask, grad_weight, grad_bias). output_mask
+// selects the gradients to compute, in that order; the others, and grad_mask
+// when there is no mask, are empty [0] tensors. grad_input follows
+// input.suggest_memory_format(); the others are contiguous.
+std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> deform_conv2d_backward(
+    const at::Tensor& grad_output, const at::Tensor& input, const at::Tensor& offset,
+    const at::Tensor& mask, const at::Tensor& weight, const DeformConvParams& p,
+    std::array<bool, 5> output_mask);
+
+// ---------------------------------------------------------------------------
+// Column kernels, per device. Tensors:
+//   input   [N, C, H, W] channels_last (whole batch), n_begin: first image of the chunk
+//   offset  [N, 2*dg*kh*kw, H_out, W_out] contiguous (whole batch)
+//   mask    [N, dg*kh*kw, H_out, W_out] contiguous, or undefined
+//   cols / grad_cols: contiguous [n_count, H_out, W_out, K] (input dtype)
+//   grad_input: channels_last accumulation buffer (float for half/bfloat16) of
+//               the whole batch, or undefined (not wanted)
+//   grad_offset / grad_mask: contiguous, whole batch, or undefined (not wanted);
+//               every element of the chunk's images is written.
+// ---------------------------------------------------------------------------
+
+struct ColumnArgs {
+  at::Tensor input, offset, mask;
+  int64_t n_begin, n_count;
+};
+
+void deform_im2col_cpu(const ColumnArgs& a, at::Tensor& cols, const DeformConvParams& p);
+void deform_col2im_cpu(const ColumnArgs& a, const at::Tensor& grad_cols, at::Tensor& grad_input,
+                       at::Tensor& grad_offset, at::Tensor& grad_mask, const DeformConvParams& p);
+
+#ifdef MMOPS_WITH_CUDA
+void deform_im2col_cuda(const ColumnArgs& a, at::Tensor& cols, const DeformConvParams& p);
+void deform_col2im_cuda(const ColumnArgs& a, const at::Tensor& grad_cols, at::Tensor& grad_input,
+                        at::Tensor& grad_offset, at::Tensor& grad_mask, const DeformConvParams& p);
+#endif
+
+} // namespace kernels
+} // namespace mmops

@@ -1,0 +1,282 @@
+"""Deformable convolution: functional wrappers and mmcv's nn.Modules.
+
+torch.ops.mmops.deform_conv2d (DCNv1) and torch.ops.mmops.modulated_deform_conv2d
+(DCNv2); see the README for the semantics. The modules keep mmcv's names,
+constructor arguments, attributes and initialisation, and are TorchScript-scriptable.
+"""
+
+import math
+from typing import List, Optional, Tuple, Union
+
+import torch
+from torch import Tensor, nn
+
+_IntPair = Union[int, Tuple[int, int], List[int]]
+
+
+def _pair_of(value: _IntPair, name: str) -> Tuple[int, int]:
+    if isinstance(value, int):
+        return (value, value)
+    values = tuple(int(v) for v in value)
+    if len(values) != 2:
+        raise ValueError(f"mmops: {name} must be an int or a pair, got {value}")
+    return values  # type: ignore[return-value]
+
+
+def deform_conv2d(
+    input: Tensor,
+    offset: Tensor,
+    weight: Tensor,
+    bias: Optional[Tensor] = None,
+    stride: _IntPair = 1,
+    padding: _IntPair = 0,
+    dilation: _IntPair = 1,
+    groups: int = 1,
+    deform_groups: int = 1,
+) -> Tensor:
+    """Deformable convolution v1 (mmcv / torchvision semantics).
+
+    input [N, C_in, H, W]; offset [N, 2 * deform_groups * kh * kw, H_out, W_out]
+    with channel (g * kh * kw + k) * 2 + 0 = dy and + 1 = dx of tap k = i * kw + j;
+    weight [C_out, C_in / groups, kh, kw]; bias [C_out] or None. Returns
+    [N, C_out, H_out, W_out]. Unlike mmcv's function, bias comes fourth (as in
+    the op's schema and torchvision) and there is no im2col_step.
+    """
+    return torch.ops.mmops.deform_conv2d(
+        input, offset, weight, bias, list(_pair_of(stride, "stride")), list(_pair_of(padding, "padding")),
+        list(_pair_of(dilation, "dilation")), int(groups), int(deform_groups))
+
+
+def modulated_deform_conv2d(
+    input: Tensor,
+    offset: Tensor,
+    mask: Tensor,
+    weight: Tensor,
+    bias: Optional[Tensor] = None,
+    stride: _IntPair = 1,
+    padding: _IntPair = 0,
+    dilation: _IntPair = 1,
+    groups: int = 1,
+    deform_groups: int = 1,
+) -> Tensor:
+    """Modulated deformable convolution (DCNv2), mmcv's argument order.
+
+    As deform_conv2d, each sample multiplied by mask [N, deform_groups * kh * kw, H_out, W_out].
+    """
+    return torch.ops.mmops.modulated_deform_conv2d(
+        input, offset, mask, weight, bias, list(_pair_of(stride, "stride")),
+        list(_pair_of(padding, "padding")), list(_pair_of(dilation, "dilation")), int(groups),
+        int(deform_groups))
+
+
+def _check_channels(cls: str, in_channels: int, out_channels: int, groups: int, deform_groups: int) -> None:
+    if groups <= 0 or in_channels % groups != 0:
+        raise ValueError(f"{cls}: in_channels {in_channels} is not divisible by groups {groups}")
+    if out_channels % groups != 0:
+        raise ValueError(f"{cls}: out_channels {out_channels} is not divisible by groups {groups}")
+    if deform_groups <= 0 or in_channels % deform_groups != 0:
+        raise ValueError(f"{cls}: in_channels {in_channels} is not divisible by deform_groups {deform_groups}")
+
+
+def _rename_legacy_offset_keys(state_dict, prefix: str, local_metadata) -> None:
+    """mmcv's Pack modules before version 2 stored conv_offset as `<name>_offset.*`."""
+    version = local_metadata.get("version", None)
+    if version is None or version < 2:
+        for suffix in ("weight", "bias"):
+            new, old = f"{prefix}conv_offset.{suffix}", f"{prefix[:-1]}_offset.{suffix}"
+            if new not in state_dict and old in state_dict:
+                state_dict[new] = state_dict.pop(old)
+
+
+class DeformConv2d(nn.Module):
+    """mmcv.ops.DeformConv2d: deformable convolution v1, no bias.
+
+    forward(x [N, C_in, H, W], offset [N, 2 * deform_groups * kh * kw, H_out, W_out]).
+    The weight is initialised as mmcv does (kaiming uniform, relu gain). As in
+    mmcv, the op runs in offset's dtype (x and weight are cast to it), which is
+    what autocast needs. mmcv pads inputs smaller than the kernel before its
+    CUDA kernel; mmops' op needs no padding (same result). im2col_step is
+    accepted and ignored (mmops chunks the batch by memory instead).
+    """
+
+    def __init__(
+        self,
+        in_channels: int,
+        out_channels: int,
+        kernel_size: _IntPair,
+        stride: _IntPair = 1,
+        padding: _IntPair = 0,
+        dilation: _IntPair = 1,
+        groups: int = 1,
+        deform_groups: int = 1,
+        bias: bool = False,
+        im2col_step: int = 32,
+    ) -> None:
+        super().__init__()
+        if bias:
+            raise ValueError(f"DeformConv2d: bias={bias} is not supported (as in mmcv)")
+        _check_channels(type(self).__name__, in_channels, out_channels, groups, deform_groups)
+        self.in_channels = in_channels
+        self.out_channels = out_channels
+        self.kernel_size: Tuple[int, int] = _pair_of(kernel_size, "kernel_size")
+        self.stride: Tuple[int, int] = _pair_of(stride, "stride")
+        self.padding: Tuple[int, int] = _pair_of(padding, "padding")
+        self.dilation: Tuple[int, int] = _pair_of(dilation, "dilation")
+        self.groups = groups
+        self.deform_groups = deform_groups
+        self.im2col_step = im2col_step
+        # compatibility with nn.Conv2d
+        self.transposed = False
+        self.output_padding: Tuple[int] = (0,)
+        self.weight = nn.Parameter(torch.empty(out_channels, in_channels // groups, *self.kernel_size))
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        nn.init.kaiming_uniform_(self.weight, nonlinearity="relu")
+
+    def forward(self, x: Tensor, offset: Tensor) -> Tensor:
+        return torch.ops.mmops.deform_conv2d(
+            x.to(offset.dtype), offset, self.weight.to(offset.dtype), None,
+            [self.stride[0], self.stride[1]], [self.padding[0], self.padding[1]],
+            [self.dilation[0], self.dilation[1]], self.groups, self.deform_groups)
+
+    def extra_repr(self) -> str:
+        return (f"in_channels={self.in_channels}, out_channels={self.out_channels}, "
+                f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}, "
+                f"dilation={self.dilation}, groups={self.groups}, deform_groups={self.deform_groups}, bias=False")
+
+
+class DeformConv2dPack(DeformConv2d):
+    """mmcv.ops.DeformConv2dPack (mmcv's "DCN"): DeformConv2d whose offsets come
+    from its own conv_offset (a Conv2d with the same geometry, zero-initialised,
+    so it starts as a plain convolution). forward(x)."""
+
+    _version = 2
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.conv_offset = nn.Conv2d(
+            self.in_channels, self.deform_groups * 2 * self.kernel_size[0] * self.kernel_size[1],
+            kernel_size=self.kernel_size, stride=self.stride, padding=self.padding,
+            dilation=self.dilation, bias=True)
+        self.init_offset()
+
+    def init_offset(self) -> None:
+        nn.init.zeros_(self.conv_offset.weight)
+        nn.init.zeros_(self.conv_offset.bias)
+
+    def forward(self, x: Tensor) -> Tensor:  # type: ignore[override]
+        offset = self.conv_offset(x)
+        return torch.ops.mmops.deform_conv2d(
+            x.to(offset.dtype), offset, self.weight.to(offset.dtype), None,
+            [self.stride[0], self.stride[1]], [self.padding[0], self.padding[1]],
+            [self.dilation[0], self.dilation[1]], self.groups, self.deform_groups)
+
+    def _load_from_state_dict(self, state_dict, prefix, local_metadata, strict, missing_keys,
+                              unexpected_keys, error_msgs):
+        _rename_legacy_offset_keys(state_dict, prefix, local_metadata)
+        super()._load_from_state_dict(state_dict, prefix, local_metadata, strict, missing_keys,
+                                      unexpected_keys, error_msgs)
+
+
+class ModulatedDeformConv2d(nn.Module):
+    """mmcv.ops.ModulatedDeformConv2d: modulated deformable convolution (DCNv2).
+
+    forward(x, offset [N, 2 * deform_groups * kh * kw, H_out, W_out],
+    mask [N, deform_groups * kh * kw, H_out, W_out]). Initialised as mmcv:
+    weight uniform in +-1/sqrt(in_channels * kh * kw), bias zero. As in mmcv,
+    the op runs in offset's dtype (x, mask, weight and bias are cast to it).
+    """
+
+    def __init__(
+        self,
+        in_channels: int,
+        out_channels: int,
+        kernel_size: _IntPair,
+        stride: _IntPair = 1,
+        padding: _IntPair = 0,
+        dilation: _IntPair = 1,
+        groups: int = 1,
+        deform_groups: int = 1,
+        bias: Union[bool, str] = True,
+    ) -> None:
+        super().__init__()
+        _check_channels(type(self).__name__, in_channels, out_channels, groups, deform_groups)
+        self.in_channels = in_channels
+        self.out_channels = out_channels
+        self.kernel_size: Tuple[int, int] = _pair_of(kernel_size, "kernel_size")
+        self.stride: Tuple[int, int] = _pair_of(stride, "stride")
+        self.padding: Tuple[int, int] = _pair_of(padding, "padding")
+        self.dilation: Tuple[int, int] = _pair_of(dilation, "dilation")
+        self.groups = groups
+        self.deform_groups = deform_groups
+        # compatibility with nn.Conv2d
+        self.transposed = False
+        self.output_padding: Tuple[int] = (0,)
+        self.weight = nn.Parameter(torch.empty(out_channels, in_channels // groups, *self.kernel_size))
+        if bias:
+            self.bias = nn.Parameter(torch.empty(out_channels))
+        else:
+            self.register_parameter("bias", None)
+        self.init_weights()
+
+    def init_weights(self) -> None:
+        n = self.in_channels * self.kernel_size[0] * self.kernel_size[1]
+        stdv = 1.0 / math.sqrt(n)
+        with torch.no_grad():
+            self.weight.uniform_(-stdv, stdv)
+            if self.bias is not None:
+                self.bias.zero_()
+
+    def _deform(self, x: Tensor, offset: Tensor, mask: Tensor) -> Tensor:
+        dtype = offset.dtype
+        bias = self.bias
+        return torch.ops.mmops.modulated_deform_conv2d(
+            x.to(dtype), offset, mask.to(dtype), self.weight.to(dtype),
+            bias.to(dtype) if bias is not None else None,
+            [self.stride[0], self.stride[1]], [self.padding[0], self.padding[1]],
+            [self.dilation[0], self.dilation[1]], self.groups, self.deform_groups)
+
+    def forward(self, x: Tensor, offset: Tensor, mask: Tensor) -> Tensor:
+        return self._deform(x, offset, mask)
+
+    def extra_repr(self) -> str:
+        return (f"in_channels={self.in_channels}, out_channels={self.out_channels}, "
+                f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}, "
+                f"dilation={self.dilation}, groups={self.groups}, deform_groups={self.deform_groups}, "
+                f"bias={self.bias is not None}")
+
+
+class ModulatedDeformConv2dPack(ModulatedDeformConv2d):
+    """mmcv.ops.ModulatedDeformConv2dPack (mmcv's "DCNv2"): offsets and mask from
+    its own conv_offset (3 * deform_groups * kh * kw channels, zero-initialised):
+    out = conv_offset(x); o1, o2, m = chunk(out, 3, dim=1); offset = cat(o1, o2);
+    mask = sigmoid(m). forward(x)."""
+
+    _version = 2
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.conv_offset = nn.Conv2d(
+            self.in_channels, self.deform_groups * 3 * self.kernel_size[0] * self.kernel_size[1],
+            kernel_size=self.kernel_size, stride=self.stride, padding=self.padding,
+            dilation=self.dilation, bias=True)
+        self.init_weights()
+
+    def init_weights(self) -> None:
+        super().init_weights()
+        if hasattr(self, "conv_offset"):
+            nn.init.zeros_(self.conv_offset.weight)
+            nn.init.zeros_(self.conv_offset.bias)
+
+    def forward(self, x: Tensor) -> Tensor:  # type: ignore[override]
+        out = self.conv_offset(x)
+        o1, o2, mask = torch.chunk(out, 3, dim=1)
+        offset = torch.cat((o1, o2), dim=1)
+        return self._deform(x, offset, torch.sigmoid(mask))
+
+    def _load_from_state_dict(self, state_dict, prefix, local_metadata, strict, missing_keys,
+                              unexpected_keys, error_msgs):
+        _rename_legacy_offset_keys(state_dict, prefix, local_metadata)
+        super()._load_from_state_dict(state_dict, prefix, local_metadata, strict, missing_keys,
+                                      unexpected_keys, error_msgs)

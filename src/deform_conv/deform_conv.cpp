@@ -1,0 +1,113 @@
+// mmops::deform_conv2d (DCNv1) and mmops::modulated_deform_conv2d (DCNv2):
+// schemas, CPU/CUDA registration and the public C++ API. Both are one
+// implementation with an optional mask underneath (kernels/deform_conv);
+// validation is in deform_conv_checks.cpp, the meta (shape) functions in
+// deform_conv_meta.cpp and autograd in deform_conv_autograd.cpp.
+
+#include "deform_conv/deform_conv_ops.h"
+
+#include <mmops/deform_conv.h>
+
+#include <torch/library.h>
+
+TORCH_LIBRARY_FRAGMENT(mmops, m) {
+  m.def(
+      "deform_conv2d(Tensor input, Tensor offset, Tensor weight, Tensor? bias=None, "
+      "SymInt[2] stride=[1, 1], SymInt[2] padding=[0, 0], SymInt[2] dilation=[1, 1], int groups=1, "
+      "int deform_groups=1) -> Tensor",
+      {at::Tag::pt2_compliant_tag});
+  m.def(
+      "modulated_deform_conv2d(Tensor input, Tensor offset, Tensor mask, Tensor weight, Tensor? bias=None, "
+      "SymInt[2] stride=[1, 1], SymInt[2] padding=[0, 0], SymInt[2] dilation=[1, 1], int groups=1, "
+      "int deform_groups=1) -> Tensor",
+      {at::Tag::pt2_compliant_tag});
+  // Gradients (input, offset, mask, weight, bias) of both ops; output_mask
+  // selects them, and those not selected (and grad_mask without a mask) are
+  // empty [0] tensors. The bias gradient is grad_output summed over N, H, W.
+  m.def(
+      "_deform_conv2d_backward(Tensor grad_output, Tensor input, Tensor offset, Tensor? mask, "
+      "Tensor weight, SymInt[2] stride, SymInt[2] padding, SymInt[2] dilation, int groups, "
+      "int deform_groups, bool[5] output_mask) -> (Tensor grad_input, Tensor grad_offset, "
+      "Tensor grad_mask, Tensor grad_weight, Tensor grad_bias)",
+      {at::Tag::pt2_compliant_tag});
+}
+
+namespace mmops {
+namespace {
+
+constexpr const char* kV1 = "mmops::deform_conv2d: ";
+constexpr const char* kV2 = "mmops::modulated_deform_conv2d: ";
+constexpr const char* kBackward = "mmops::_deform_conv2d_backward: ";
+
+at::Tensor value_or_undefined(const std::optional<at::Tensor>& t) {
+  return t.has_value() ? *t : at::Tensor();
+}
+
+// Dispatcher entry points (the same for CPU and CUDA: the kernels pick the
+// device's column kernels).
+at::Tensor deform_conv2d_kernel(const at::Tensor& input, const at::Tensor& offset, const at::Tensor& weight,
+                                const std::optional<at::Tensor>& bias, c10::SymIntArrayRef stride,
+                                c10::SymIntArrayRef padding, c10::SymIntArrayRef dilation, int64_t groups,
+                                int64_t deform_groups) {
+  const detail::DeformConvChecked c = detail::check_deform_conv2d(
+      kV1, input, offset, nullptr, weight, bias, stride, padding, dilation, groups, deform_groups);
+  return kernels::deform_conv2d_forward(input, offset, at::Tensor(), weight, value_or_undefined(bias), c.params);
+}
+
+at::Tensor modulated_deform_conv2d_kernel(const at::Tensor& input, const at::Tensor& offset,
+                                          const at::Tensor& mask, const at::Tensor& weight,
+                                          const std::optional<at::Tensor>& bias, c10::SymIntArrayRef stride,
+                                          c10::SymIntArrayRef padding, c10::SymIntArrayRef dilation,
+                                          int64_t groups, int64_t deform_groups) {
+  const detail::DeformConvChecked c = detail::check_deform_conv2d(
+      kV2, input, offset, &mask, weight, bias, stride, padding, dilation, groups, deform_groups);
+  return kernels::deform_conv2d_forward(input, offset, mask, weight, value_or_undefined(bias), c.params);
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> deform_conv2d_backward_kernel(
+    const at::Tensor& grad_output, const at::Tensor& input, const at::Tensor& offset,
+    const std::optional<at::Tensor>& mask, const at::Tensor& weight, c10::SymIntArrayRef stride,
+    c10::SymIntArrayRef padding, c10::SymIntArrayRef dilation, int64_t groups, int64_t deform_groups,
+    std::array<bool, 5> output_mask) {
+  const at::Tensor m = value_or_undefined(mask);
+  const detail::DeformConvChecked c = detail::check_deform_conv2d_backward(
+      kBackward, grad_output, input, offset, m.defined() ? &m : nullptr, weight, stride, padding, dilation,
+      groups, deform_groups);
+  return kernels::deform_conv2d_backward(grad_output, input, offset, m, weight, c.params, output_mask);
+}
+
+} // namespace
+
+at::Tensor deform_conv2d(const at::Tensor& input, const at::Tensor& offset, const at::Tensor& weight,
+                         const std::optional<at::Tensor>& bias, at::IntArrayRef stride,
+                         at::IntArrayRef padding, at::IntArrayRef dilation, int64_t groups,
+                         int64_t deform_groups) {
+  return ops::deform_conv2d(input, offset, weight, bias, c10::fromIntArrayRefSlow(stride),
+                            c10::fromIntArrayRefSlow(padding), c10::fromIntArrayRefSlow(dilation), groups,
+                            deform_groups);
+}
+
+at::Tensor modulated_deform_conv2d(const at::Tensor& input, const at::Tensor& offset, const at::Tensor& mask,
+                                   const at::Tensor& weight, const std::optional<at::Tensor>& bias,
+                                   at::IntArrayRef stride, at::IntArrayRef padding, at::IntArrayRef dilation,
+                                   int64_t groups, int64_t deform_groups) {
+  return ops::modulated_deform_conv2d(input, offset, mask, weight, bias, c10::fromIntArrayRefSlow(stride),
+                                      c10::fromIntArrayRefSlow(padding), c10::fromIntArrayRefSlow(dilation),
+                                      groups, deform_groups);
+}
+
+} // namespace mmops
+
+TORCH_LIBRARY_IMPL(mmops, CPU, m) {
+  m.impl("deform_conv2d", &mmops::deform_conv2d_kernel);
+  m.impl("modulated_deform_conv2d", &mmops::modulated_deform_conv2d_kernel);
+  m.impl("_deform_conv2d_backward", &mmops::deform_conv2d_backward_kernel);
+}
+
+#ifdef MMOPS_WITH_CUDA
+TORCH_LIBRARY_IMPL(mmops, CUDA, m) {
+  m.impl("deform_conv2d", &mmops::deform_conv2d_kernel);
+  m.impl("modulated_deform_conv2d", &mmops::modulated_deform_conv2d_kernel);
+  m.impl("_deform_conv2d_backward", &mmops::deform_conv2d_backward_kernel);
+}
+#endif

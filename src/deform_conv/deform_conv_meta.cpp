@@ -1,0 +1,64 @@
+// Meta (shape, dtype and memory format only) kernels of deform_conv2d,
+// modulated_deform_conv2d and their backward, for fake tensors, torch.compile
+// and torch.export. Sizes stay symbolic. The layouts match the real kernels:
+// output and grad_input in the input's suggested memory format, the other
+// gradients contiguous, gradients not asked for empty [0].
+
+#include "deform_conv/deform_conv_ops.h"
+
+#include <ATen/ops/empty.h>
+#include <torch/library.h>
+
+namespace mmops {
+namespace {
+
+constexpr const char* kV1 = "mmops::deform_conv2d: ";
+constexpr const char* kV2 = "mmops::modulated_deform_conv2d: ";
+constexpr const char* kBackward = "mmops::_deform_conv2d_backward: ";
+
+at::Tensor deform_conv2d_meta(const at::Tensor& input, const at::Tensor& offset, const at::Tensor& weight,
+                              const std::optional<at::Tensor>& bias, c10::SymIntArrayRef stride,
+                              c10::SymIntArrayRef padding, c10::SymIntArrayRef dilation, int64_t groups,
+                              int64_t deform_groups) {
+  const detail::DeformConvChecked c = detail::check_deform_conv2d(
+      kV1, input, offset, nullptr, weight, bias, stride, padding, dilation, groups, deform_groups);
+  return at::empty_symint(c.output_shape, input.options(), input.suggest_memory_format());
+}
+
+at::Tensor modulated_deform_conv2d_meta(const at::Tensor& input, const at::Tensor& offset,
+                                        const at::Tensor& mask, const at::Tensor& weight,
+                                        const std::optional<at::Tensor>& bias, c10::SymIntArrayRef stride,
+                                        c10::SymIntArrayRef padding, c10::SymIntArrayRef dilation,
+                                        int64_t groups, int64_t deform_groups) {
+  const detail::DeformConvChecked c = detail::check_deform_conv2d(
+      kV2, input, offset, &mask, weight, bias, stride, padding, dilation, groups, deform_groups);
+  return at::empty_symint(c.output_shape, input.options(), input.suggest_memory_format());
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> deform_conv2d_backward_meta(
+    const at::Tensor& grad_output, const at::Tensor& input, const at::Tensor& offset,
+    const std::optional<at::Tensor>& mask, const at::Tensor& weight, c10::SymIntArrayRef stride,
+    c10::SymIntArrayRef padding, c10::SymIntArrayRef dilation, int64_t groups, int64_t deform_groups,
+    std::array<bool, 5> output_mask) {
+  const bool has_mask = mask.has_value() && mask->defined();
+  detail::check_deform_conv2d_backward(kBackward, grad_output, input, offset, has_mask ? &*mask : nullptr,
+                                       weight, stride, padding, dilation, groups, deform_groups);
+  const at::TensorOptions options = input.options();
+  auto none = [&] { return at::empty_symint({0}, options); };
+  return {
+      output_mask[0] ? at::empty_symint(input.sym_sizes(), options, input.suggest_memory_format()) : none(),
+      output_mask[1] ? at::empty_symint(offset.sym_sizes(), options) : none(),
+      output_mask[2] && has_mask ? at::empty_symint(mask->sym_sizes(), options) : none(),
+      output_mask[3] ? at::empty_symint(weight.sym_sizes(), options) : none(),
+      output_mask[4] ? at::empty_symint({weight.sym_size(0)}, options) : none(),
+  };
+}
+
+} // namespace
+} // namespace mmops
+
+TORCH_LIBRARY_IMPL(mmops, Meta, m) {
+  m.impl("deform_conv2d", &mmops::deform_conv2d_meta);
+  m.impl("modulated_deform_conv2d", &mmops::modulated_deform_conv2d_meta);
+  m.impl("_deform_conv2d_backward", &mmops::deform_conv2d_backward_meta);
+}
