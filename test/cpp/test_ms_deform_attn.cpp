@@ -143,8 +143,10 @@ TEST(MsDeformAttn, CudaMatchesCpu) {
   at::Tensor outs[2];
   for (int d = 0; d < 2; ++d) {
     const at::Device device = d == 0 ? at::Device(at::kCPU) : at::Device(at::kCUDA);
-    std::vector<at::Tensor> leaves = {value.to(device).requires_grad_(true), loc.to(device).requires_grad_(true),
-                                      attn.to(device).requires_grad_(true)};
+    // detach(): fresh leaves on each device (value.to(kCPU) would alias the original)
+    std::vector<at::Tensor> leaves = {value.detach().to(device).requires_grad_(true),
+                                      loc.detach().to(device).requires_grad_(true),
+                                      attn.detach().to(device).requires_grad_(true)};
     outs[d] = mmops::ms_deform_attn(leaves[0], spatial_shapes.to(device), level_start_index.to(device), leaves[1],
                                     leaves[2]);
     outs[d].backward(go.to(device));

@@ -93,7 +93,7 @@ def value_and_grads(fn, tensors, grad_out_seed=1):
     out = fn(*leaves)
     go = torch.randn(out.shape, generator=torch.Generator().manual_seed(grad_out_seed), dtype=torch.float64)
     present = [t for t in leaves if t is not None]
-    grads = torch.autograd.grad(out, present, go.to(out.dtype))
+    grads = torch.autograd.grad(out, present, go.to(device=out.device, dtype=out.dtype))
     return out, grads
 
 
