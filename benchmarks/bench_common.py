@@ -6,9 +6,11 @@ imported as a sibling (`from bench_common import Timer`).
 
 from __future__ import annotations
 
+import argparse
 import statistics
 import time
-from typing import Callable, Optional, Sequence
+from dataclasses import dataclass
+from typing import Callable, Optional, Sequence, Tuple
 
 import torch
 
@@ -76,3 +78,56 @@ def report_problems(problems: Sequence[str]) -> int:
             print(f"  {p}")
         return 1
     return 0
+
+
+def parse_list(value: Optional[str], choices) -> Optional[list]:
+    """A comma-separated option as a list (None when not given); unknown items are an error."""
+    if value is None:
+        return None
+    items = [v.strip() for v in value.split(",") if v.strip()]
+    bad = [v for v in items if v not in choices]
+    if bad:
+        raise argparse.ArgumentTypeError(f"unknown {bad}, choose from {list(choices)}")
+    return items
+
+
+def add_run_arguments(parser: argparse.ArgumentParser, iters: Tuple[int, int], warmup: Tuple[int, int]) -> None:
+    """--device, --iters, --warmup, --cases and --quick; iters / warmup: the (cuda, cpu) defaults."""
+    parser.add_argument("--device", choices=("cpu", "cuda"),
+                        default="cuda" if torch.cuda.is_available() else "cpu")
+    parser.add_argument("--iters", type=int,
+                        help=f"timed iterations (default {iters[0]} cuda / {iters[1]} cpu; --quick 10 / 3)")
+    parser.add_argument("--warmup", type=int,
+                        help=f"warm-up iterations (default {warmup[0]} cuda / {warmup[1]} cpu; --quick 3 / 1)")
+    parser.add_argument("--cases", help="comma-separated case names (default: all)")
+    parser.add_argument("--quick", action="store_true", help="few iterations: a smoke run")
+
+
+@dataclass
+class Run:
+    device: torch.device
+    cuda: bool
+    iters: int
+    warmup: int
+
+
+def resolve_run(parser: argparse.ArgumentParser, args: argparse.Namespace, iters: Tuple[int, int],
+                warmup: Tuple[int, int]) -> Run:
+    """The device and iteration counts of add_run_arguments' options (same defaults)."""
+    device = torch.device(args.device)
+    if device.type == "cuda" and not torch.cuda.is_available():
+        parser.error("--device cuda requested but CUDA is not available")
+    cuda = device.type == "cuda"
+    side = 0 if cuda else 1
+    n = args.iters or (((10, 3) if args.quick else iters)[side])
+    w = args.warmup if args.warmup is not None else (((3, 1) if args.quick else warmup)[side])
+    return Run(device, cuda, n, w)
+
+
+def select_cases(parser: argparse.ArgumentParser, names: Optional[str], cases: Sequence) -> list:
+    """The cases (objects with a .name) named in --cases, in their order; all when not given."""
+    try:
+        wanted = parse_list(names, [c.name for c in cases])
+    except argparse.ArgumentTypeError as exc:
+        parser.error(str(exc))
+    return [c for c in cases if wanted is None or c.name in wanted]

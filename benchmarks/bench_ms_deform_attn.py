@@ -39,7 +39,8 @@ import torch
 import torch.nn.functional as F
 
 import mmops
-from bench_common import Timer, fmt_ms, fmt_ratio, print_columns, report_problems
+from bench_common import (Timer, add_run_arguments, fmt_ms, fmt_ratio, parse_list, print_columns,
+                          report_problems, resolve_run, select_cases)
 
 
 @dataclass(frozen=True)
@@ -209,40 +210,19 @@ def print_table(rows: list[Row]) -> None:
     print_columns(header, cells, left=2)
 
 
-def parse_list(value: Optional[str], choices) -> Optional[list]:
-    if value is None:
-        return None
-    items = [v.strip() for v in value.split(",") if v.strip()]
-    bad = [v for v in items if v not in choices]
-    if bad:
-        raise argparse.ArgumentTypeError(f"unknown {bad}, choose from {list(choices)}")
-    return items
-
-
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--device", choices=("cpu", "cuda"),
-                        default="cuda" if torch.cuda.is_available() else "cpu")
-    parser.add_argument("--iters", type=int, help="timed iterations (default 50 cuda / 10 cpu; --quick 10 / 3)")
-    parser.add_argument("--warmup", type=int, help="warm-up iterations (default 10 cuda / 2 cpu; --quick 3 / 1)")
-    parser.add_argument("--cases", help="comma-separated case names (default: all)")
+    add_run_arguments(parser, iters=(50, 10), warmup=(10, 2))
     parser.add_argument("--dtypes", help="comma-separated of fp32,bf16,fp16 (default: fp32,bf16 on cuda, fp32 on cpu)")
-    parser.add_argument("--quick", action="store_true", help="few iterations: a smoke run")
     args = parser.parse_args()
 
-    device = torch.device(args.device)
-    if device.type == "cuda" and not torch.cuda.is_available():
-        parser.error("--device cuda requested but CUDA is not available")
-    cuda = device.type == "cuda"
-    all_cases = CUDA_CASES if cuda else CPU_CASES
+    run = resolve_run(parser, args, iters=(50, 10), warmup=(10, 2))
+    device, cuda, iters, warmup = run.device, run.cuda, run.iters, run.warmup
+    cases = select_cases(parser, args.cases, CUDA_CASES if cuda else CPU_CASES)
     try:
-        case_names = parse_list(args.cases, [c.name for c in all_cases])
         dtypes = parse_list(args.dtypes, DTYPES) or (["fp32", "bf16"] if cuda else ["fp32"])
     except argparse.ArgumentTypeError as exc:
         parser.error(str(exc))
-    cases = [c for c in all_cases if case_names is None or c.name in case_names]
-    iters = args.iters or ((10 if cuda else 3) if args.quick else (50 if cuda else 10))
-    warmup = args.warmup if args.warmup is not None else ((3 if cuda else 1) if args.quick else (10 if cuda else 2))
 
     where = torch.cuda.get_device_name(device) if cuda else f"cpu, {torch.get_num_threads()} threads"
     print(f"ms_deform_attn benchmark on {where}: torch {torch.__version__}, "

@@ -44,7 +44,8 @@ from typing import Optional
 import torch
 
 import mmops
-from bench_common import Timer, fmt_ms, fmt_ratio, print_columns, report_problems
+from bench_common import (Timer, add_run_arguments, fmt_ms, fmt_ratio, parse_list, print_columns,
+                          report_problems, resolve_run, select_cases)
 
 try:  # the baseline; without it only mmops is timed
     import torchvision
@@ -429,44 +430,23 @@ def print_table(rows: list[Row]) -> None:
     print_columns(header, cells, left=4)  # the first four columns are text, the rest numbers
 
 
-def parse_list(value: Optional[str], choices) -> Optional[list]:
-    if value is None:
-        return None
-    items = [v.strip() for v in value.split(",") if v.strip()]
-    bad = [v for v in items if v not in choices]
-    if bad:
-        raise argparse.ArgumentTypeError(f"unknown {bad}, choose from {list(choices)}")
-    return items
-
-
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--device", choices=("cpu", "cuda"),
-                        default="cuda" if torch.cuda.is_available() else "cpu")
-    parser.add_argument("--iters", type=int, help="timed iterations (default 100 cuda / 20 cpu; --quick 10 / 3)")
-    parser.add_argument("--warmup", type=int, help="warm-up iterations (default 10 cuda / 3 cpu; --quick 3 / 1)")
-    parser.add_argument("--cases", help="comma-separated case names (default: all)")
+    add_run_arguments(parser, iters=(100, 20), warmup=(10, 3))
     parser.add_argument("--dtypes", help="comma-separated of fp32,fp16,bf16 (default: all on cuda, fp32 on cpu)")
     parser.add_argument("--layouts", help="comma-separated of contiguous,channels_last (default: both)")
     parser.add_argument("--modes", help="comma-separated of avg,max (default: both)")
-    parser.add_argument("--quick", action="store_true", help="few iterations: a smoke run")
     args = parser.parse_args()
 
-    device = torch.device(args.device)
-    if device.type == "cuda" and not torch.cuda.is_available():
-        parser.error("--device cuda requested but CUDA is not available")
-    cuda = device.type == "cuda"
-    all_cases = CUDA_CASES if cuda else CPU_CASES
+    run = resolve_run(parser, args, iters=(100, 20), warmup=(10, 3))
+    device, cuda, iters, warmup = run.device, run.cuda, run.iters, run.warmup
+    cases = select_cases(parser, args.cases, CUDA_CASES if cuda else CPU_CASES)
     try:
-        case_names = parse_list(args.cases, [c.name for c in all_cases])
         dtypes = parse_list(args.dtypes, DTYPES) or (list(DTYPES) if cuda else ["fp32"])
         layouts = parse_list(args.layouts, LAYOUTS) or list(LAYOUTS)
         modes = parse_list(args.modes, ("avg", "max")) or ["avg", "max"]
     except argparse.ArgumentTypeError as exc:
         parser.error(str(exc))
-    cases = [c for c in all_cases if case_names is None or c.name in case_names]
-    iters = args.iters or ((10 if cuda else 3) if args.quick else (100 if cuda else 20))
-    warmup = args.warmup if args.warmup is not None else ((3 if cuda else 1) if args.quick else (10 if cuda else 3))
 
     where = torch.cuda.get_device_name(device) if cuda else f"cpu, {torch.get_num_threads()} threads"
     tv_version = torchvision.__version__ if torchvision is not None else "not installed"
