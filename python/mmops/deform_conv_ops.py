@@ -78,6 +78,34 @@ def _check_channels(cls: str, in_channels: int, out_channels: int, groups: int, 
         raise ValueError(f"{cls}: in_channels {in_channels} is not divisible by deform_groups {deform_groups}")
 
 
+def _init_conv_geometry(module: nn.Module, in_channels: int, out_channels: int, kernel_size: _IntPair,
+                        stride: _IntPair, padding: _IntPair, dilation: _IntPair, groups: int,
+                        deform_groups: int) -> None:
+    """The attributes (nn.Conv2d's names) and the weight parameter shared by the modules."""
+    _check_channels(type(module).__name__, in_channels, out_channels, groups, deform_groups)
+    module.in_channels = in_channels
+    module.out_channels = out_channels
+    module.kernel_size = _pair_of(kernel_size, "kernel_size")
+    module.stride = _pair_of(stride, "stride")
+    module.padding = _pair_of(padding, "padding")
+    module.dilation = _pair_of(dilation, "dilation")
+    module.groups = groups
+    module.deform_groups = deform_groups
+    # compatibility with nn.Conv2d
+    module.transposed = False
+    module.output_padding = (0,)
+    module.weight = nn.Parameter(torch.empty(out_channels, in_channels // groups, *module.kernel_size))
+
+
+def _conv_offset(module: nn.Module, maps_per_tap: int) -> nn.Conv2d:
+    """The Pack modules' offset (and mask) predictor: a Conv2d with the module's geometry
+    and maps_per_tap output maps per deform group and kernel tap."""
+    return nn.Conv2d(
+        module.in_channels, module.deform_groups * maps_per_tap * module.kernel_size[0] * module.kernel_size[1],
+        kernel_size=module.kernel_size, stride=module.stride, padding=module.padding,
+        dilation=module.dilation, bias=True)
+
+
 def _rename_legacy_offset_keys(state_dict, prefix: str, local_metadata) -> None:
     """mmcv's Pack modules before version 2 stored conv_offset as `<name>_offset.*`."""
     version = local_metadata.get("version", None)
@@ -115,20 +143,9 @@ class DeformConv2d(nn.Module):
         super().__init__()
         if bias:
             raise ValueError(f"DeformConv2d: bias={bias} is not supported (as in mmcv)")
-        _check_channels(type(self).__name__, in_channels, out_channels, groups, deform_groups)
-        self.in_channels = in_channels
-        self.out_channels = out_channels
-        self.kernel_size: Tuple[int, int] = _pair_of(kernel_size, "kernel_size")
-        self.stride: Tuple[int, int] = _pair_of(stride, "stride")
-        self.padding: Tuple[int, int] = _pair_of(padding, "padding")
-        self.dilation: Tuple[int, int] = _pair_of(dilation, "dilation")
-        self.groups = groups
-        self.deform_groups = deform_groups
+        _init_conv_geometry(self, in_channels, out_channels, kernel_size, stride, padding, dilation, groups,
+                            deform_groups)
         self.im2col_step = im2col_step
-        # compatibility with nn.Conv2d
-        self.transposed = False
-        self.output_padding: Tuple[int] = (0,)
-        self.weight = nn.Parameter(torch.empty(out_channels, in_channels // groups, *self.kernel_size))
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
@@ -155,10 +172,7 @@ class DeformConv2dPack(DeformConv2d):
 
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
-        self.conv_offset = nn.Conv2d(
-            self.in_channels, self.deform_groups * 2 * self.kernel_size[0] * self.kernel_size[1],
-            kernel_size=self.kernel_size, stride=self.stride, padding=self.padding,
-            dilation=self.dilation, bias=True)
+        self.conv_offset = _conv_offset(self, 2)  # (dy, dx) per tap
         self.init_offset()
 
     def init_offset(self) -> None:
@@ -201,19 +215,8 @@ class ModulatedDeformConv2d(nn.Module):
         bias: Union[bool, str] = True,
     ) -> None:
         super().__init__()
-        _check_channels(type(self).__name__, in_channels, out_channels, groups, deform_groups)
-        self.in_channels = in_channels
-        self.out_channels = out_channels
-        self.kernel_size: Tuple[int, int] = _pair_of(kernel_size, "kernel_size")
-        self.stride: Tuple[int, int] = _pair_of(stride, "stride")
-        self.padding: Tuple[int, int] = _pair_of(padding, "padding")
-        self.dilation: Tuple[int, int] = _pair_of(dilation, "dilation")
-        self.groups = groups
-        self.deform_groups = deform_groups
-        # compatibility with nn.Conv2d
-        self.transposed = False
-        self.output_padding: Tuple[int] = (0,)
-        self.weight = nn.Parameter(torch.empty(out_channels, in_channels // groups, *self.kernel_size))
+        _init_conv_geometry(self, in_channels, out_channels, kernel_size, stride, padding, dilation, groups,
+                            deform_groups)
         if bias:
             self.bias = nn.Parameter(torch.empty(out_channels))
         else:
@@ -257,10 +260,7 @@ class ModulatedDeformConv2dPack(ModulatedDeformConv2d):
 
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
-        self.conv_offset = nn.Conv2d(
-            self.in_channels, self.deform_groups * 3 * self.kernel_size[0] * self.kernel_size[1],
-            kernel_size=self.kernel_size, stride=self.stride, padding=self.padding,
-            dilation=self.dilation, bias=True)
+        self.conv_offset = _conv_offset(self, 3)  # (dy, dx, mask) per tap
         self.init_weights()
 
     def init_weights(self) -> None:
