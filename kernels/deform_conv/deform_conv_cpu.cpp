@@ -25,29 +25,10 @@ using deform_conv_math::column;
 using deform_conv_math::tap_sample;
 using deform_conv_math::touches;
 
-struct Sizes {
-  int64_t height, width, channels;
-  int64_t taps, plane, columns;
-  int64_t per_group, per_deform_group;
-};
-
-Sizes sizes_of(const ColumnArgs& a, const DeformConvParams& p) {
-  Sizes s;
-  s.height = a.input.size(2);
-  s.width = a.input.size(3);
-  s.channels = a.input.size(1);
-  s.taps = p.kernel_h * p.kernel_w;
-  s.plane = p.out_h * p.out_w;
-  s.columns = s.channels * s.taps;
-  s.per_group = s.channels / p.groups;
-  s.per_deform_group = s.channels / p.deform_groups;
-  return s;
-}
-
 // Calls fn(c_begin, c_end, column_of_c_begin) for the runs of channels of
 // [c_begin, c_end) that lie in one conv group (contiguous in a column row).
 template <typename Fn>
-void for_each_run(int64_t c_begin, int64_t c_end, int64_t k, const Sizes& s, Fn&& fn) {
+void for_each_run(int64_t c_begin, int64_t c_end, int64_t k, const ColumnSizes& s, Fn&& fn) {
   for (int64_t c = c_begin; c < c_end;) {
     const int64_t g = c / s.per_group;
     const int64_t end = std::min(c_end, (g + 1) * s.per_group);
@@ -59,7 +40,7 @@ void for_each_run(int64_t c_begin, int64_t c_end, int64_t k, const Sizes& s, Fn&
 template <typename scalar_t>
 void im2col_impl(const ColumnArgs& a, at::Tensor& cols, const DeformConvParams& p) {
   using acc_t = at::opmath_type<scalar_t>;
-  const Sizes s = sizes_of(a, p);
+  const ColumnSizes s = column_sizes(a, p);
   const scalar_t* input = a.input.const_data_ptr<scalar_t>();
   const scalar_t* offset = a.offset.const_data_ptr<scalar_t>();
   const scalar_t* mask = a.mask.defined() ? a.mask.const_data_ptr<scalar_t>() : nullptr;
@@ -102,7 +83,7 @@ template <typename scalar_t>
 void col2im_impl(const ColumnArgs& a, const at::Tensor& grad_cols_, at::Tensor& grad_input_,
                  at::Tensor& grad_offset_, at::Tensor& grad_mask_, const DeformConvParams& p) {
   using acc_t = at::opmath_type<scalar_t>;
-  const Sizes s = sizes_of(a, p);
+  const ColumnSizes s = column_sizes(a, p);
   const scalar_t* input = a.input.const_data_ptr<scalar_t>();
   const scalar_t* offset = a.offset.const_data_ptr<scalar_t>();
   const scalar_t* mask = a.mask.defined() ? a.mask.const_data_ptr<scalar_t>() : nullptr;

@@ -60,27 +60,6 @@ constexpr int wide_vector() {
   return static_cast<int>(16 / sizeof(scalar_t));
 }
 
-struct Geometry {
-  int64_t n_begin;
-  int64_t height, width, channels;
-  int64_t taps, plane, columns;
-  int64_t per_group, per_deform_group;
-};
-
-Geometry geometry_of(const ColumnArgs& a, const DeformConvParams& p) {
-  Geometry g;
-  g.n_begin = a.n_begin;
-  g.height = a.input.size(2);
-  g.width = a.input.size(3);
-  g.channels = a.input.size(1);
-  g.taps = p.kernel_h * p.kernel_w;
-  g.plane = p.out_h * p.out_w;
-  g.columns = g.channels * g.taps;
-  g.per_group = g.channels / p.groups;
-  g.per_deform_group = g.channels / p.deform_groups;
-  return g;
-}
-
 // ---------------------------------------------------------------------------
 // im2col
 // ---------------------------------------------------------------------------
@@ -101,7 +80,7 @@ __global__ void __launch_bounds__(kThreads) im2col_kernel(
     const scalar_t* __restrict__ offset,  // [N, 2*dg*kh*kw, H_out, W_out]
     const scalar_t* __restrict__ mask,    // [N, dg*kh*kw, H_out, W_out] or null
     scalar_t* __restrict__ cols,          // [n, H_out, W_out, K]
-    index_t total, Geometry g, Im2colDividers<index_t> d, DeformConvParams p) {
+    index_t total, ColumnSizes g, Im2colDividers<index_t> d, DeformConvParams p) {
   using acc_t = at::opmath_type<scalar_t>;
   using PackT = Pack<scalar_t, VEC>;
   const index_t idx = static_cast<index_t>(blockIdx.x) * static_cast<index_t>(blockDim.x) + threadIdx.x;
@@ -194,7 +173,7 @@ __global__ void __launch_bounds__(kThreads) col2im_kernel(
     at::opmath_type<scalar_t>* __restrict__ grad_input,  // [N, H, W, C] or null
     scalar_t* __restrict__ grad_offset,                  // or null
     scalar_t* __restrict__ grad_mask,                    // or null
-    index_t items, int lane_bits, Geometry g, Col2imDividers<index_t> d, DeformConvParams p) {
+    index_t items, int lane_bits, ColumnSizes g, Col2imDividers<index_t> d, DeformConvParams p) {
   using acc_t = at::opmath_type<scalar_t>;
   using PackT = Pack<scalar_t, VEC>;
   const index_t tid = static_cast<index_t>(blockIdx.x) * static_cast<index_t>(blockDim.x) + threadIdx.x;
@@ -306,7 +285,7 @@ bool aligned16(const void* ptr) {
 
 // The wide vector when the channel layout and the pointers allow it, else 1.
 template <typename scalar_t>
-bool use_wide_vectors(const Geometry& g, std::initializer_list<const void*> pointers) {
+bool use_wide_vectors(const ColumnSizes& g, std::initializer_list<const void*> pointers) {
   constexpr int64_t kVec = wide_vector<scalar_t>();
   if (g.channels % kVec != 0 || g.per_group % kVec != 0 || g.per_deform_group % kVec != 0) {
     return false;
@@ -342,7 +321,7 @@ void deform_im2col_cuda(const ColumnArgs& a, at::Tensor& cols, const DeformConvP
   }
   c10::cuda::CUDAGuard device_guard(a.input.device());
   cudaStream_t stream = c10::cuda::getCurrentCUDAStream();
-  const Geometry g = geometry_of(a, p);
+  const ColumnSizes g = column_sizes(a, p);
   AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, a.input.scalar_type(),
                                   "mmops::deform_conv2d im2col (CUDA)", [&] {
     const scalar_t* input = a.input.const_data_ptr<scalar_t>();
@@ -382,7 +361,7 @@ void deform_col2im_cuda(const ColumnArgs& a, const at::Tensor& grad_cols, at::Te
   }
   c10::cuda::CUDAGuard device_guard(a.input.device());
   cudaStream_t stream = c10::cuda::getCurrentCUDAStream();
-  const Geometry g = geometry_of(a, p);
+  const ColumnSizes g = column_sizes(a, p);
   AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, a.input.scalar_type(),
                                   "mmops::deform_conv2d col2im (CUDA)", [&] {
     using acc_t = at::opmath_type<scalar_t>;

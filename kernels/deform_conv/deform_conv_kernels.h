@@ -71,6 +71,28 @@ struct ColumnArgs {
   int64_t n_begin, n_count;
 };
 
+// Sizes of a column call (passed by value to the CUDA kernels).
+struct ColumnSizes {
+  int64_t n_begin;                      // first image of the chunk
+  int64_t height, width, channels;      // of the input
+  int64_t taps, plane, columns;         // kh * kw, H_out * W_out, K = C * kh * kw
+  int64_t per_group, per_deform_group;  // channels per conv group / per deform group
+};
+
+inline ColumnSizes column_sizes(const ColumnArgs& a, const DeformConvParams& p) {
+  ColumnSizes s;
+  s.n_begin = a.n_begin;
+  s.height = a.input.size(2);
+  s.width = a.input.size(3);
+  s.channels = a.input.size(1);
+  s.taps = p.kernel_h * p.kernel_w;
+  s.plane = p.out_h * p.out_w;
+  s.columns = s.channels * s.taps;
+  s.per_group = s.channels / p.groups;
+  s.per_deform_group = s.channels / p.deform_groups;
+  return s;
+}
+
 void deform_im2col_cpu(const ColumnArgs& a, at::Tensor& cols, const DeformConvParams& p);
 void deform_col2im_cpu(const ColumnArgs& a, const at::Tensor& grad_cols, at::Tensor& grad_input,
                        at::Tensor& grad_offset, at::Tensor& grad_mask, const DeformConvParams& p);

@@ -21,107 +21,117 @@ using namespace focal_loss_math;
 
 constexpr int64_t kChunkRows = 256;
 
-// Calls row_loss(begin, end) -> double for fixed row chunks in parallel and
-// returns their sum, added in chunk order.
+// The sum of row_loss(n) over all rows, scaled for the reduction, as a 0-d
+// tensor: fixed chunks of rows are summed in parallel (double), then the chunk
+// sums in chunk order.
 template <typename RowLoss>
-double chunked_sum(int64_t rows, RowLoss&& row_loss) {
+at::Tensor reduce_rows(const at::Tensor& input, const FocalLossParams& p, RowLoss&& row_loss) {
+  const int64_t rows = input.size(0);
   const int64_t chunks = (rows + kChunkRows - 1) / kChunkRows;
   std::vector<double> sums(chunks, 0.0);
   at::parallel_for(0, chunks, 1, [&](int64_t begin, int64_t end) {
     for (int64_t i = begin; i < end; ++i) {
-      sums[i] = row_loss(i * kChunkRows, std::min(rows, (i + 1) * kChunkRows));
+      double s = 0.0;
+      for (int64_t n = i * kChunkRows; n < std::min(rows, (i + 1) * kChunkRows); ++n) {
+        s += static_cast<double>(row_loss(n));
+      }
+      sums[i] = s;
     }
   });
   double total = 0.0;
   for (double s : sums) {
     total += s;
   }
-  return total;
+  return at::scalar_tensor(total * reduction_scale(p, rows), input.options());
 }
 
-double reduction_scale(const FocalLossParams& p, int64_t rows) {
-  // mmcv's mean divides by N = input.size(0); 0 / 0 = NaN for no rows, as torch.mean.
-  return p.reduction == Reduction::Mean ? 1.0 / static_cast<double>(rows) : 1.0;
-}
+// One call's (contiguous) tensors as pointers, and the loss parameters in acc_t.
+template <typename scalar_t>
+struct FocalRows {
+  using acc_t = at::opmath_type<scalar_t>;
+  int64_t rows, classes;
+  const scalar_t* x;  // logits [N, C]
+  const int64_t* t;   // class ids [N]
+  const scalar_t* w;  // class weights [C] or null
+  acc_t gamma, alpha;
+
+  FocalRows(const at::Tensor& input, const at::Tensor& target, const at::Tensor& weight,
+            const FocalLossParams& p)
+      : rows(input.size(0)),
+        classes(input.size(1)),
+        x(input.const_data_ptr<scalar_t>()),
+        t(target.const_data_ptr<int64_t>()),
+        w(weight.defined() ? weight.const_data_ptr<scalar_t>() : nullptr),
+        gamma(static_cast<acc_t>(p.gamma)),
+        alpha(static_cast<acc_t>(p.alpha)) {}
+
+  // The weight of a row with a valid class id tn: its class weight; 1 without
+  // weights and for the sigmoid loss' background id tn == C.
+  acc_t class_weight(int64_t tn) const {
+    return (w && tn < classes) ? static_cast<acc_t>(w[tn]) : acc_t(1);
+  }
+};
 
 template <typename scalar_t>
 at::Tensor sigmoid_forward(const at::Tensor& input, const at::Tensor& target,
                            const at::Tensor& weight, const FocalLossParams& p) {
   using acc_t = at::opmath_type<scalar_t>;
-  const int64_t rows = input.size(0), classes = input.size(1);
-  const scalar_t* x = input.const_data_ptr<scalar_t>();
-  const int64_t* t = target.const_data_ptr<int64_t>();
-  const scalar_t* w = weight.defined() ? weight.const_data_ptr<scalar_t>() : nullptr;
-  const acc_t gamma = static_cast<acc_t>(p.gamma), alpha = static_cast<acc_t>(p.alpha);
-  // Loss of one element, and the weight of a row (0 for an invalid class id).
-  auto row_weight = [&](int64_t n) -> acc_t {
-    const int64_t tn = t[n];
-    if (!valid_sigmoid_target(tn, classes)) {
-      return acc_t(0);
-    }
-    return (w && tn < classes) ? static_cast<acc_t>(w[tn]) : acc_t(1);
-  };
+  const FocalRows<scalar_t> r(input, target, weight, p);
   if (p.reduction == Reduction::None) {
-    at::Tensor out = at::empty({rows, classes}, input.options());
+    at::Tensor out = at::empty({r.rows, r.classes}, input.options());
     scalar_t* o = out.mutable_data_ptr<scalar_t>();
-    at::parallel_for(0, rows, kChunkRows, [&](int64_t begin, int64_t end) {
+    at::parallel_for(0, r.rows, kChunkRows, [&](int64_t begin, int64_t end) {
       for (int64_t n = begin; n < end; ++n) {
-        const bool valid = valid_sigmoid_target(t[n], classes);
-        const acc_t wn = row_weight(n);
-        for (int64_t c = 0; c < classes; ++c) {
+        const int64_t tn = r.t[n];
+        const bool valid = valid_sigmoid_target(tn, r.classes);
+        const acc_t wn = valid ? r.class_weight(tn) : acc_t(0);
+        for (int64_t c = 0; c < r.classes; ++c) {
+          const int64_t i = n * r.classes + c;
           const acc_t l = valid
-              ? sigmoid_focal_loss(static_cast<acc_t>(x[n * classes + c]), t[n] == c, gamma, alpha) * wn
+              ? sigmoid_focal_loss(static_cast<acc_t>(r.x[i]), tn == c, r.gamma, r.alpha) * wn
               : acc_t(0);
-          o[n * classes + c] = static_cast<scalar_t>(l);
+          o[i] = static_cast<scalar_t>(l);
         }
       }
     });
     return out;
   }
-  const double total = chunked_sum(rows, [&](int64_t begin, int64_t end) {
-    double s = 0.0;
-    for (int64_t n = begin; n < end; ++n) {
-      if (!valid_sigmoid_target(t[n], classes)) {
-        continue;
-      }
-      const acc_t wn = row_weight(n);
-      acc_t row = acc_t(0);
-      for (int64_t c = 0; c < classes; ++c) {
-        row += sigmoid_focal_loss(static_cast<acc_t>(x[n * classes + c]), t[n] == c, gamma, alpha);
-      }
-      s += static_cast<double>(row * wn);
+  return reduce_rows(input, p, [&](int64_t n) -> acc_t {
+    const int64_t tn = r.t[n];
+    if (!valid_sigmoid_target(tn, r.classes)) {
+      return acc_t(0);
     }
-    return s;
+    acc_t row = acc_t(0);
+    for (int64_t c = 0; c < r.classes; ++c) {
+      row += sigmoid_focal_loss(static_cast<acc_t>(r.x[n * r.classes + c]), tn == c, r.gamma, r.alpha);
+    }
+    return row * r.class_weight(tn);
   });
-  return at::scalar_tensor(total * reduction_scale(p, rows), input.options());
 }
 
-// grad_output is [N, C] (none) or a 0-d tensor; `go(n, c)` reads it.
+// grad_output is [N, C] (none) or a 0-d tensor.
 template <typename scalar_t>
 at::Tensor sigmoid_backward(const at::Tensor& grad_output, const at::Tensor& input,
                             const at::Tensor& target, const at::Tensor& weight,
                             const FocalLossParams& p) {
   using acc_t = at::opmath_type<scalar_t>;
-  const int64_t rows = input.size(0), classes = input.size(1);
-  at::Tensor grad = at::empty({rows, classes}, input.options());
-  const scalar_t* x = input.const_data_ptr<scalar_t>();
-  const int64_t* t = target.const_data_ptr<int64_t>();
-  const scalar_t* w = weight.defined() ? weight.const_data_ptr<scalar_t>() : nullptr;
+  const FocalRows<scalar_t> r(input, target, weight, p);
+  at::Tensor grad = at::empty({r.rows, r.classes}, input.options());
   const scalar_t* go = grad_output.const_data_ptr<scalar_t>();
   const bool elementwise = p.reduction == Reduction::None;
-  const acc_t scale = static_cast<acc_t>(reduction_scale(p, rows));
-  const acc_t gamma = static_cast<acc_t>(p.gamma), alpha = static_cast<acc_t>(p.alpha);
+  const acc_t scale = static_cast<acc_t>(reduction_scale(p, r.rows));
   scalar_t* g = grad.mutable_data_ptr<scalar_t>();
-  at::parallel_for(0, rows, kChunkRows, [&](int64_t begin, int64_t end) {
+  at::parallel_for(0, r.rows, kChunkRows, [&](int64_t begin, int64_t end) {
     for (int64_t n = begin; n < end; ++n) {
-      const int64_t tn = t[n];
-      const bool valid = valid_sigmoid_target(tn, classes);
-      const acc_t wn = !valid ? acc_t(0) : ((w && tn < classes) ? static_cast<acc_t>(w[tn]) : acc_t(1));
-      for (int64_t c = 0; c < classes; ++c) {
-        const int64_t i = n * classes + c;
+      const int64_t tn = r.t[n];
+      const bool valid = valid_sigmoid_target(tn, r.classes);
+      const acc_t wn = valid ? r.class_weight(tn) : acc_t(0);
+      for (int64_t c = 0; c < r.classes; ++c) {
+        const int64_t i = n * r.classes + c;
         const acc_t gout = static_cast<acc_t>(go[elementwise ? i : 0]);
-        const acc_t d = valid ? sigmoid_focal_grad(static_cast<acc_t>(x[i]), tn == c, gamma, alpha) * wn * gout * scale
-                              : acc_t(0);
+        const acc_t d = valid
+            ? sigmoid_focal_grad(static_cast<acc_t>(r.x[i]), tn == c, r.gamma, r.alpha) * wn * gout * scale
+            : acc_t(0);
         g[i] = static_cast<scalar_t>(d);
       }
     }
@@ -148,39 +158,28 @@ template <typename scalar_t>
 at::Tensor softmax_forward(const at::Tensor& input, const at::Tensor& target,
                            const at::Tensor& weight, const FocalLossParams& p) {
   using acc_t = at::opmath_type<scalar_t>;
-  const int64_t rows = input.size(0), classes = input.size(1);
-  const scalar_t* x = input.const_data_ptr<scalar_t>();
-  const int64_t* t = target.const_data_ptr<int64_t>();
-  const scalar_t* w = weight.defined() ? weight.const_data_ptr<scalar_t>() : nullptr;
-  const acc_t gamma = static_cast<acc_t>(p.gamma), alpha = static_cast<acc_t>(p.alpha);
+  const FocalRows<scalar_t> r(input, target, weight, p);
   auto row_loss = [&](int64_t n) -> acc_t {
-    const int64_t tn = t[n];
-    if (!valid_softmax_target(tn, classes)) {
+    const int64_t tn = r.t[n];
+    if (!valid_softmax_target(tn, r.classes)) {
       return acc_t(0);
     }
     acc_t mx, log_sum;
-    row_stats(x + n * classes, classes, mx, log_sum);
-    const acc_t log_p = static_cast<acc_t>(x[n * classes + tn]) - mx - log_sum;
-    return softmax_focal_loss(log_p, gamma, alpha) * (w ? static_cast<acc_t>(w[tn]) : acc_t(1));
+    row_stats(r.x + n * r.classes, r.classes, mx, log_sum);
+    const acc_t log_p = static_cast<acc_t>(r.x[n * r.classes + tn]) - mx - log_sum;
+    return softmax_focal_loss(log_p, r.gamma, r.alpha) * r.class_weight(tn);
   };
   if (p.reduction == Reduction::None) {
-    at::Tensor out = at::empty({rows}, input.options());
+    at::Tensor out = at::empty({r.rows}, input.options());
     scalar_t* o = out.mutable_data_ptr<scalar_t>();
-    at::parallel_for(0, rows, kChunkRows, [&](int64_t begin, int64_t end) {
+    at::parallel_for(0, r.rows, kChunkRows, [&](int64_t begin, int64_t end) {
       for (int64_t n = begin; n < end; ++n) {
         o[n] = static_cast<scalar_t>(row_loss(n));
       }
     });
     return out;
   }
-  const double total = chunked_sum(rows, [&](int64_t begin, int64_t end) {
-    double s = 0.0;
-    for (int64_t n = begin; n < end; ++n) {
-      s += static_cast<double>(row_loss(n));
-    }
-    return s;
-  });
-  return at::scalar_tensor(total * reduction_scale(p, rows), input.options());
+  return reduce_rows(input, p, row_loss);
 }
 
 template <typename scalar_t>
@@ -188,32 +187,27 @@ at::Tensor softmax_backward(const at::Tensor& grad_output, const at::Tensor& inp
                             const at::Tensor& target, const at::Tensor& weight,
                             const FocalLossParams& p) {
   using acc_t = at::opmath_type<scalar_t>;
-  const int64_t rows = input.size(0), classes = input.size(1);
-  at::Tensor grad = at::empty({rows, classes}, input.options());
-  const scalar_t* x = input.const_data_ptr<scalar_t>();
-  const int64_t* t = target.const_data_ptr<int64_t>();
-  const scalar_t* w = weight.defined() ? weight.const_data_ptr<scalar_t>() : nullptr;
+  const FocalRows<scalar_t> r(input, target, weight, p);
+  at::Tensor grad = at::empty({r.rows, r.classes}, input.options());
   const scalar_t* go = grad_output.const_data_ptr<scalar_t>();
   const bool elementwise = p.reduction == Reduction::None;
-  const acc_t scale = static_cast<acc_t>(reduction_scale(p, rows));
-  const acc_t gamma = static_cast<acc_t>(p.gamma), alpha = static_cast<acc_t>(p.alpha);
+  const acc_t scale = static_cast<acc_t>(reduction_scale(p, r.rows));
   scalar_t* g = grad.mutable_data_ptr<scalar_t>();
-  at::parallel_for(0, rows, kChunkRows, [&](int64_t begin, int64_t end) {
+  at::parallel_for(0, r.rows, kChunkRows, [&](int64_t begin, int64_t end) {
     for (int64_t n = begin; n < end; ++n) {
-      const int64_t tn = t[n];
-      scalar_t* gr = g + n * classes;
-      if (!valid_softmax_target(tn, classes)) {
-        std::fill(gr, gr + classes, scalar_t(0));
+      const int64_t tn = r.t[n];
+      scalar_t* gr = g + n * r.classes;
+      if (!valid_softmax_target(tn, r.classes)) {
+        std::fill(gr, gr + r.classes, scalar_t(0));
         continue;
       }
-      const scalar_t* xr = x + n * classes;
+      const scalar_t* xr = r.x + n * r.classes;
       acc_t mx, log_sum;
-      row_stats(xr, classes, mx, log_sum);
+      row_stats(xr, r.classes, mx, log_sum);
       const acc_t log_p = static_cast<acc_t>(xr[tn]) - mx - log_sum;
-      const acc_t factor = softmax_focal_factor(log_p, gamma, alpha) *
-          (w ? static_cast<acc_t>(w[tn]) : acc_t(1)) *
+      const acc_t factor = softmax_focal_factor(log_p, r.gamma, r.alpha) * r.class_weight(tn) *
           static_cast<acc_t>(go[elementwise ? n : 0]) * scale;
-      for (int64_t c = 0; c < classes; ++c) {
+      for (int64_t c = 0; c < r.classes; ++c) {
         const acc_t pc = exp_of(static_cast<acc_t>(xr[c]) - mx - log_sum);
         gr[c] = static_cast<scalar_t>(factor * ((c == tn ? acc_t(1) : acc_t(0)) - pc));
       }

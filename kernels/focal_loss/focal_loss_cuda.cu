@@ -264,10 +264,6 @@ int64_t reduction_blocks(int64_t work_items) {
   return std::clamp<int64_t>((work_items + kThreads - 1) / kThreads, 1, cap);
 }
 
-double reduction_scale(const FocalLossParams& p, int64_t rows) {
-  return p.reduction == Reduction::Mean ? 1.0 / static_cast<double>(rows) : 1.0;
-}
-
 // Partial sums of `blocks` blocks plus a zeroed ticket, in one allocation.
 struct ReductionScratch {
   at::Tensor buffer;

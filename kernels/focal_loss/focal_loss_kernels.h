@@ -17,6 +17,12 @@ struct FocalLossParams {
   focal_loss_math::Reduction reduction;
 };
 
+// The factor of a reduced loss: mmcv's mean divides by N = input.size(0)
+// (0 / 0 = NaN for no rows, as torch.mean); sum and none keep 1.
+inline double reduction_scale(const FocalLossParams& p, int64_t rows) {
+  return p.reduction == focal_loss_math::Reduction::Mean ? 1.0 / static_cast<double>(rows) : 1.0;
+}
+
 namespace kernels {
 
 // Sigmoid: loss [N, C] (none) or a 0-d tensor (mean: sum / N, sum).

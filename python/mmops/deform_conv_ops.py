@@ -23,6 +23,12 @@ def _pair_of(value: _IntPair, name: str) -> Tuple[int, int]:
     return values  # type: ignore[return-value]
 
 
+def _geometry(stride: _IntPair, padding: _IntPair, dilation: _IntPair) -> List[List[int]]:
+    """stride, padding and dilation as the ops' [h, w] lists."""
+    return [list(_pair_of(stride, "stride")), list(_pair_of(padding, "padding")),
+            list(_pair_of(dilation, "dilation"))]
+
+
 def deform_conv2d(
     input: Tensor,
     offset: Tensor,
@@ -42,9 +48,8 @@ def deform_conv2d(
     [N, C_out, H_out, W_out]. Unlike mmcv's function, bias comes fourth (as in
     the op's schema and torchvision) and there is no im2col_step.
     """
-    return torch.ops.mmops.deform_conv2d(
-        input, offset, weight, bias, list(_pair_of(stride, "stride")), list(_pair_of(padding, "padding")),
-        list(_pair_of(dilation, "dilation")), int(groups), int(deform_groups))
+    return torch.ops.mmops.deform_conv2d(input, offset, weight, bias, *_geometry(stride, padding, dilation),
+                                         int(groups), int(deform_groups))
 
 
 def modulated_deform_conv2d(
@@ -63,10 +68,9 @@ def modulated_deform_conv2d(
 
     As deform_conv2d, each sample multiplied by mask [N, deform_groups * kh * kw, H_out, W_out].
     """
-    return torch.ops.mmops.modulated_deform_conv2d(
-        input, offset, mask, weight, bias, list(_pair_of(stride, "stride")),
-        list(_pair_of(padding, "padding")), list(_pair_of(dilation, "dilation")), int(groups),
-        int(deform_groups))
+    return torch.ops.mmops.modulated_deform_conv2d(input, offset, mask, weight, bias,
+                                                   *_geometry(stride, padding, dilation), int(groups),
+                                                   int(deform_groups))
 
 
 def _check_channels(cls: str, in_channels: int, out_channels: int, groups: int, deform_groups: int) -> None:
