@@ -2,8 +2,13 @@
 
 Importing this package loads libmmops.so, which registers the operators under
 torch.ops.mmops (usable from eager mode, TorchScript, torch.compile and
-torch.export). This package adds functional wrappers and nn.Modules.
+torch.export). Each op family has a module here, ``mmops/<family>.py``, with
+its functional wrappers and nn.Modules; the names in its ``__all__`` are
+exported as ``mmops.<name>``, so a new family needs no edit of this file.
 """
+
+import importlib
+import pkgutil
 
 import torch
 
@@ -13,18 +18,11 @@ from ._loader import load_library
 
 library_path = load_library()
 
-from .ops import multi_level_roi_align, roi_align  # noqa: E402
-from .modules import MultiLevelRoIAlign, RoIAlign  # noqa: E402
-from .detection_ops import roi_pool, sigmoid_focal_loss, softmax_focal_loss  # noqa: E402
-from .detection_modules import RoIPool, SigmoidFocalLoss, SoftmaxFocalLoss  # noqa: E402
-from .nms_ops import batched_nms, bbox_overlaps, nms, soft_nms  # noqa: E402
-from .deform_conv_ops import (DeformConv2d, DeformConv2dPack, ModulatedDeformConv2d,  # noqa: E402
-                              ModulatedDeformConv2dPack, deform_conv2d, modulated_deform_conv2d)
-from .ms_deform_attn_ops import MultiScaleDeformableAttention, ms_deform_attn  # noqa: E402
+from . import _fake  # noqa: E402,F401  (fake kernels of the data-dependent ops)
 
 
 def set_strict_index_check(enabled: bool) -> None:
-    """Turns the strict CUDA index check on or off (see README: "Indices in tensor data")."""
+    """Turns the strict CUDA index check on or off (docs/indices.md)."""
     torch.ops.mmops._set_strict_index_check(bool(enabled))
 
 
@@ -33,10 +31,11 @@ def strict_index_check() -> bool:
     return bool(torch.ops.mmops._strict_index_check())
 
 
-__all__ = ["__version__", "roi_align", "RoIAlign", "multi_level_roi_align", "MultiLevelRoIAlign", "set_strict_index_check", "strict_index_check", "library_path",
-           "roi_pool", "RoIPool", "sigmoid_focal_loss", "SigmoidFocalLoss", "softmax_focal_loss",
-           "SoftmaxFocalLoss",
-           "nms", "batched_nms", "soft_nms", "bbox_overlaps",
-           "deform_conv2d", "modulated_deform_conv2d", "DeformConv2d", "DeformConv2dPack",
-           "ModulatedDeformConv2d", "ModulatedDeformConv2dPack",
-           "ms_deform_attn", "MultiScaleDeformableAttention"]
+__all__ = ["__version__", "library_path", "set_strict_index_check", "strict_index_check"]
+
+for _family in sorted(m.name for m in pkgutil.iter_modules(__path__) if not m.name.startswith("_")):
+    _module = importlib.import_module(f".{_family}", __name__)
+    for _name in _module.__all__:
+        globals()[_name] = getattr(_module, _name)
+    __all__ += _module.__all__
+del _family, _module, _name

@@ -284,3 +284,6 @@ class ModulatedDeformConv2dPack(ModulatedDeformConv2d):
         _rename_legacy_offset_keys(state_dict, prefix, local_metadata)
         super()._load_from_state_dict(state_dict, prefix, local_metadata, strict, missing_keys,
                                       unexpected_keys, error_msgs)
+
+
+__all__ = ["deform_conv2d", "modulated_deform_conv2d", "DeformConv2d", "DeformConv2dPack", "ModulatedDeformConv2d", "ModulatedDeformConv2dPack"]

@@ -6,7 +6,7 @@ from typing import List, Optional, Tuple, Union
 import torch
 from torch import Tensor, nn
 
-from .ops import _pair
+from ._utils import pair as _pair
 
 _REDUCTIONS = ("none", "mean", "sum")
 
@@ -75,3 +75,6 @@ class SoftmaxFocalLoss(nn.Module):
 
     def extra_repr(self) -> str:
         return f"gamma={self.gamma}, alpha={self.alpha}, reduction={self.reduction}"
+
+
+__all__ = ["RoIPool", "SigmoidFocalLoss", "SoftmaxFocalLoss"]

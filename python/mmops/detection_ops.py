@@ -5,7 +5,8 @@ from typing import List, Optional, Tuple, Union
 import torch
 from torch import Tensor
 
-from .ops import _pair, boxes_to_rois
+from ._utils import boxes_to_rois
+from ._utils import pair as _pair
 
 
 def roi_pool(
@@ -57,3 +58,6 @@ def softmax_focal_loss(
     weight[target[n]]. reduction "none" gives [N]; "mean" is sum / N; "sum".
     """
     return torch.ops.mmops.softmax_focal_loss(input, target, float(gamma), float(alpha), weight, reduction)
+
+
+__all__ = ["roi_pool", "sigmoid_focal_loss", "softmax_focal_loss"]

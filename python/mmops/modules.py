@@ -5,7 +5,7 @@ from typing import List, Tuple, Union
 import torch
 from torch import Tensor, nn
 
-from .ops import _pair
+from ._utils import pair as _pair
 
 
 class RoIAlign(nn.Module):
@@ -84,3 +84,6 @@ class MultiLevelRoIAlign(nn.Module):
             f"sampling_ratio={self.sampling_ratio}, pool_mode={self.pool_mode!r}, "
             f"aligned={self.aligned}, finest_scale={self.finest_scale}"
         )
+
+
+__all__ = ["RoIAlign", "MultiLevelRoIAlign"]

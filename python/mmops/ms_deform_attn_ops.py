@@ -155,3 +155,6 @@ class MultiScaleDeformableAttention(nn.Module):
     def extra_repr(self) -> str:
         return (f"embed_dims={self.embed_dims}, num_heads={self.num_heads}, num_levels={self.num_levels}, "
                 f"num_points={self.num_points}, batch_first={self.batch_first}")
+
+
+__all__ = ["ms_deform_attn", "MultiScaleDeformableAttention"]

@@ -73,3 +73,6 @@ def multi_level_roi_align(
         features, boxes_to_rois(boxes), _pair(output_size), [float(s) for s in spatial_scales],
         int(sampling_ratio), pool_mode, bool(aligned), int(finest_scale)
     )
+
+
+__all__ = ["roi_align", "multi_level_roi_align"]

@@ -1,12 +1,20 @@
 #pragma once
-// Helpers of the argument validation (src/*/*_checks.cpp): TORCH_CHECK
-// messages name the argument, what was expected and what was received.
+// Helpers of the argument validation (src/<family>/<family>_checks.cpp):
+// TORCH_CHECK messages name the argument, what was expected and what was
+// received. Everything here works on fake/meta tensors (no data access).
 
 #include <ATen/core/Tensor.h>
 #include <c10/core/SymInt.h>
+#include <c10/core/SymIntArrayRef.h>
+#include <c10/util/Exception.h>
+#include <c10/util/string_view.h>
 
+#include <cstddef>
+#include <cstdint>
 #include <sstream>
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace mmops {
 namespace detail {
@@ -18,29 +26,46 @@ inline std::string shape_of(const at::Tensor& t) {
   return s.str();
 }
 
-// rois of the roi pooling ops: a [K, 5] (batch_index, x1, y1, x2, y2)
-// floating point tensor.
-inline void check_rois_tensor(const char* op, const at::Tensor& rois) {
-  TORCH_CHECK(rois.dim() == 2 && rois.sym_size(1) == 5, op,
-              "expected rois to be a 2-D tensor of shape [K, 5] (batch_index, x1, y1, x2, y2), but got shape ",
-              shape_of(rois));
-  TORCH_CHECK(at::isFloatingType(rois.scalar_type()), op,
-              "expected rois to have a floating point dtype, but got ", rois.scalar_type());
+// Concrete values of sizes that a real (non-fake) kernel needs.
+inline std::vector<int64_t> concrete(c10::SymIntArrayRef sizes) {
+  std::vector<int64_t> out;
+  out.reserve(sizes.size());
+  for (const c10::SymInt& s : sizes) {
+    out.push_back(s.guard_int(__FILE__, __LINE__));
+  }
+  return out;
 }
 
-// grad_output of the roi pooling ops' backward: [K, C, out_h, out_w] with the
-// dtype, device and row count of rois.
-inline void check_roi_grad_output(const char* op, const at::Tensor& grad_output, const at::Tensor& rois) {
-  TORCH_CHECK(grad_output.dim() == 4, op,
-              "expected grad_output to be a 4-D tensor [K, C, out_h, out_w], but got shape ",
-              shape_of(grad_output));
-  TORCH_CHECK(rois.scalar_type() == grad_output.scalar_type(), op,
-              "expected grad_output and rois to share one floating dtype, but got ",
-              grad_output.scalar_type(), " and ", rois.scalar_type());
-  TORCH_CHECK(rois.device() == grad_output.device(), op, "expected rois on the device of grad_output (",
-              grad_output.device(), "), but got ", rois.device());
-  TORCH_SYM_CHECK(grad_output.sym_size(0).sym_eq(rois.sym_size(0)), op,
-                  "grad_output has ", grad_output.sym_size(0), " rows but rois has ", rois.sym_size(0));
+// One choice of a string argument parsed into its enum, e.g.
+//   parse_choice(op, "pool_mode", pool_mode, {{"avg", PoolMode::Avg}, {"max", PoolMode::Max}})
+// The error reads: pool_mode must be "avg" or "max", but got "x".
+template <typename Enum, size_t N>
+Enum parse_choice(const char* op, const char* arg, c10::string_view value,
+                  const std::pair<const char*, Enum> (&choices)[N]) {
+  static_assert(N > 0, "parse_choice needs at least one choice");
+  for (const auto& [name, e] : choices) {
+    if (value == name) {
+      return e;
+    }
+  }
+  std::string expected;
+  for (size_t i = 0; i < N; ++i) {
+    expected += i == 0 ? "" : (i + 1 == N ? " or " : ", ");
+    expected += std::string("\"") + choices[i].first + "\"";
+  }
+  TORCH_CHECK(false, op, arg, " must be ", expected, ", but got \"", std::string(value), "\"");
+}
+
+// The name of an enum value parsed by parse_choice (for saved autograd state
+// that is passed on to a backward schema taking the string).
+template <typename Enum, size_t N>
+const char* choice_name(Enum e, const std::pair<const char*, Enum> (&choices)[N]) {
+  for (const auto& [name, value] : choices) {
+    if (value == e) {
+      return name;
+    }
+  }
+  TORCH_INTERNAL_ASSERT(false, "choice_name: unknown enum value");
 }
 
 } // namespace detail

@@ -3,6 +3,8 @@
 // in multi_level_roi_align_autograd.cpp.
 
 #include "roi_align/roi_align_ops.h"
+#include "common/check_utils.h"
+#include "common/roi_checks.h"
 
 #include <mmops/multi_level_roi_align.h>
 
@@ -40,7 +42,7 @@ RoIAlignParams forward_params(at::TensorList features, const at::Tensor& rois,
   const RoIAlignParams p = detail::check_forward(kOp, features, /*single=*/false, rois, output_size,
                                                  spatial_scales, sampling_ratio, pool_mode, aligned,
                                                  finest_scale);
-  detail::check_batch_indices_if_needed(kOp, rois, features.front().size(0));
+  detail::check_roi_batch_indices(kOp, rois, features.front().size(0));
   return p;
 }
 
@@ -90,7 +92,7 @@ std::vector<at::Tensor> multi_level_backward_kernel(
                                                   spatial_scales, sampling_ratio, pool_mode, aligned,
                                                   finest_scale);
   const std::vector<int64_t> sizes = detail::concrete(feature_sizes);
-  detail::check_batch_indices_if_needed(kOp, rois, sizes[0]);
+  detail::check_roi_batch_indices(kOp, rois, sizes[0]);
   return Backward(grad_output, rois, argmax, split_sizes<int64_t>(sizes), p);
 }
 

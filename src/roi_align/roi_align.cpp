@@ -4,6 +4,8 @@
 // meta (shape) functions in roi_align_meta.cpp and autograd in roi_align_autograd.cpp.
 
 #include "roi_align/roi_align_ops.h"
+#include "common/check_utils.h"
+#include "common/roi_checks.h"
 
 #include <mmops/roi_align.h>
 
@@ -36,7 +38,7 @@ RoIAlignParams forward_params(
     double spatial_scale, int64_t sampling_ratio, c10::string_view pool_mode, bool aligned) {
   const RoIAlignParams p = detail::check_roi_align_forward(kOp, input, rois, output_size, spatial_scale,
                                                           sampling_ratio, pool_mode, aligned);
-  detail::check_batch_indices_if_needed(kOp, rois, input.size(0));
+  detail::check_roi_batch_indices(kOp, rois, input.size(0));
   return p;
 }
 
@@ -67,7 +69,7 @@ at::Tensor roi_align_backward_kernel(const at::Tensor& grad_output, const at::Te
   const RoIAlignParams p = detail::check_roi_align_backward(
       kOp, grad_output, rois, argmax, input_shape, spatial_scale, sampling_ratio, pool_mode, aligned);
   const std::vector<int64_t> shape = detail::concrete(input_shape);
-  detail::check_batch_indices_if_needed(kOp, rois, shape[0]);
+  detail::check_roi_batch_indices(kOp, rois, shape[0]);
   return Backward(grad_output, rois, argmax, {shape}, p)[0];
 }
 

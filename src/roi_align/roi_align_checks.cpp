@@ -3,6 +3,7 @@
 
 #include "roi_align/roi_align_ops.h"
 #include "common/check_utils.h"
+#include "common/roi_checks.h"
 
 #include <mmops/config.h>
 
@@ -133,38 +134,6 @@ RoIAlignParams check_roi_align_backward(const char* op, const at::Tensor& grad_o
               input_shape.size());
   return check_backward(op, grad_output, rois, argmax, input_shape[1], spatial_scale, sampling_ratio,
                         pool_mode, aligned, kSingleMapFinestScale);
-}
-
-void check_batch_indices_if_needed(const char* op, const at::Tensor& rois, int64_t batch) {
-  bool needed = strict_index_check();
-  if (rois.is_cpu()) {
-    needed = true;
-  }
-#ifdef MMOPS_WITH_CUDA
-  if (rois.is_cuda() && kernels::current_cuda_stream_is_capturing()) {
-    needed = false;  // no synchronisation while a graph is captured
-  }
-#endif
-  if (!needed || rois.size(0) == 0) {
-    return;
-  }
-  // The batch index lives in tensor data: reading it is a device-to-host copy
-  // for CUDA tensors, hence only in strict mode there.
-  const at::Tensor index = rois.select(1, 0).to(at::kCPU, at::kDouble).contiguous();
-  const double* values = index.const_data_ptr<double>();
-  for (int64_t k = 0; k < index.numel(); ++k) {
-    TORCH_CHECK(values[k] >= 0 && values[k] < static_cast<double>(batch), op,
-                "the batch index rois[:, 0] must lie in [0, N) with N = input.size(0) = ", batch,
-                ", but rois[", k, ", 0] = ", values[k]);
-  }
-}
-
-std::vector<int64_t> concrete(c10::SymIntArrayRef sizes) {
-  std::vector<int64_t> out;
-  for (const c10::SymInt& s : sizes) {
-    out.push_back(s.guard_int(__FILE__, __LINE__));
-  }
-  return out;
 }
 
 } // namespace detail

@@ -39,12 +39,6 @@ RoIAlignParams check_roi_align_backward(const char* op, const at::Tensor& grad_o
                                         int64_t sampling_ratio, c10::string_view pool_mode,
                                         bool aligned);
 
-// Batch indices in [0, batch): always on CPU; on CUDA only in strict mode and
-// not while a graph is being captured.
-void check_batch_indices_if_needed(const char* op, const at::Tensor& rois, int64_t batch);
-
-std::vector<int64_t> concrete(c10::SymIntArrayRef sizes);
-
 } // namespace detail
 
 namespace ops {

@@ -1,9 +1,10 @@
 // mmops::roi_pool: schemas, CPU/CUDA registration and the public C++ API.
 // Validation is in roi_pool_checks.cpp, kernels in kernels/roi_pool, the meta
 // (shape) functions in roi_pool_meta.cpp and autograd in roi_pool_autograd.cpp.
-// The batch-index check (strict mode) is roi_align's, shared.
+// The batch-index check (strict mode) is common/roi_checks.h.
 
-#include "roi_align/roi_align_ops.h"  // detail::check_batch_indices_if_needed, detail::concrete
+#include "common/check_utils.h"
+#include "common/roi_checks.h"
 #include "roi_pool/roi_pool_ops.h"
 
 #include <mmops/roi_pool.h>
@@ -34,7 +35,7 @@ constexpr const char* kOp = "mmops::roi_pool: ";
 RoIPoolParams forward_params(const at::Tensor& input, const at::Tensor& rois,
                              c10::SymIntArrayRef output_size, double spatial_scale) {
   const RoIPoolParams p = detail::check_roi_pool_forward(kOp, input, rois, output_size, spatial_scale);
-  detail::check_batch_indices_if_needed(kOp, rois, input.size(0));
+  detail::check_roi_batch_indices(kOp, rois, input.size(0));
   return p;
 }
 
@@ -61,7 +62,7 @@ at::Tensor roi_pool_backward_kernel(const at::Tensor& grad_output, const at::Ten
   const RoIPoolParams p =
       detail::check_roi_pool_backward(kOp, grad_output, rois, argmax, input_shape, spatial_scale);
   const std::vector<int64_t> shape = detail::concrete(input_shape);
-  detail::check_batch_indices_if_needed(kOp, rois, shape[0]);
+  detail::check_roi_batch_indices(kOp, rois, shape[0]);
   return Backward(grad_output, rois, argmax, shape, p);
 }
 

@@ -3,6 +3,7 @@
 
 #include "roi_pool/roi_pool_ops.h"
 #include "common/check_utils.h"
+#include "common/roi_checks.h"
 
 #include <c10/core/SymInt.h>
 
