@@ -11,77 +11,37 @@
 namespace mmops {
 namespace host_device_math {
 
+// The math function `fn` by the name CUDA gives it in device code, std::fn on the host.
+#ifdef __CUDA_ARCH__
+#define MMOPS_HOST_DEVICE_FN(fn) fn
+#else
+#define MMOPS_HOST_DEVICE_FN(fn) std::fn
+#endif
+
 template <typename T>
 C10_HOST_DEVICE inline bool is_finite(T v) {
-#ifdef __CUDA_ARCH__
-  return isfinite(v);
-#else
-  return std::isfinite(v);
-#endif
-}
-
-template <typename T>
-C10_HOST_DEVICE inline T round_away(T v) {
-#ifdef __CUDA_ARCH__
-  return round(v);
-#else
-  return std::round(v);
-#endif
-}
-
-template <typename T>
-C10_HOST_DEVICE inline T floor_of(T v) {
-#ifdef __CUDA_ARCH__
-  return floor(v);
-#else
-  return std::floor(v);
-#endif
-}
-
-template <typename T>
-C10_HOST_DEVICE inline T ceil_of(T v) {
-#ifdef __CUDA_ARCH__
-  return ceil(v);
-#else
-  return std::ceil(v);
-#endif
-}
-
-template <typename T>
-C10_HOST_DEVICE inline T exp_of(T v) {
-#ifdef __CUDA_ARCH__
-  return exp(v);
-#else
-  return std::exp(v);
-#endif
-}
-
-template <typename T>
-C10_HOST_DEVICE inline T log_of(T v) {
-#ifdef __CUDA_ARCH__
-  return log(v);
-#else
-  return std::log(v);
-#endif
-}
-
-template <typename T>
-C10_HOST_DEVICE inline T log1p_of(T v) {
-#ifdef __CUDA_ARCH__
-  return log1p(v);
-#else
-  return std::log1p(v);
-#endif
+  return MMOPS_HOST_DEVICE_FN(isfinite)(v);
 }
 
 template <typename T>
 C10_HOST_DEVICE inline T pow_of(T base, T e) {
-#ifdef __CUDA_ARCH__
-  return pow(base, e);
-#else
-  return std::pow(base, e);
-#endif
+  return MMOPS_HOST_DEVICE_FN(pow)(base, e);
 }
+
+// name(v) = fn(v) for the unary functions.
+#define MMOPS_UNARY_HOST_DEVICE_FN(name, fn) \
+  template <typename T>                      \
+  C10_HOST_DEVICE inline T name(T v) {       \
+    return MMOPS_HOST_DEVICE_FN(fn)(v);      \
+  }
+MMOPS_UNARY_HOST_DEVICE_FN(round_away, round)
+MMOPS_UNARY_HOST_DEVICE_FN(floor_of, floor)
+MMOPS_UNARY_HOST_DEVICE_FN(ceil_of, ceil)
+MMOPS_UNARY_HOST_DEVICE_FN(exp_of, exp)
+MMOPS_UNARY_HOST_DEVICE_FN(log_of, log)
+MMOPS_UNARY_HOST_DEVICE_FN(log1p_of, log1p)
+#undef MMOPS_UNARY_HOST_DEVICE_FN
+#undef MMOPS_HOST_DEVICE_FN
 
 // Index of the image a roi belongs to (rois[k, 0]), or -1 if the value is not
 // in [0, batch_size).
