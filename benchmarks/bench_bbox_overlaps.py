@@ -27,8 +27,8 @@ import sys
 import torch
 
 import mmops  # noqa: F401  (registers torch.ops.mmops)
-from bench_common import Timer, add_run_arguments, fmt_ms, fmt_ratio, parse_list, resolve_run
-from bench_nms import DTYPES, make_boxes, print_table  # the same boxes, dtypes and table as bench_nms.py
+from bench_common import Timer, fmt_ms, fmt_ratio
+from bench_nms import device_line, make_boxes, parse_run, print_table  # the boxes, options and table of bench_nms.py
 
 CASES = ["all_pairs", "aligned"]
 # (M, N, aligned): anchors vs ground truth, proposals vs proposals, aligned pairs
@@ -50,20 +50,10 @@ def overlaps_composite(b1, b2, aligned: bool):
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    add_run_arguments(parser, iters=(50, 5), warmup=(10, 1))
-    parser.add_argument("--dtypes", default="fp32")
-    args = parser.parse_args()
-    run = resolve_run(parser, args, iters=(50, 5), warmup=(10, 1))
+    _, run, wanted, dtypes = parse_run(parser, CASES)
     device, cuda = run.device, run.cuda
     timer = Timer(device, run.iters, run.warmup)
-    try:
-        wanted = parse_list(args.cases, CASES) or CASES
-        dtypes = [DTYPES[d] for d in parse_list(args.dtypes, DTYPES)]
-    except argparse.ArgumentTypeError as exc:
-        parser.error(str(exc))
-    print(f"device: {torch.cuda.get_device_name(device) if cuda else 'cpu'} "
-          f"({'CUDA events' if cuda else f'{torch.get_num_threads()} threads'}), torch {torch.__version__}, "
-          f"median of {run.iters}")
+    print(f"{device_line(run)}, median of {run.iters}")
     rows, problems = [], []
     for dtype in dtypes:
         dname = str(dtype).replace("torch.", "")

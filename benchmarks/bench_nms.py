@@ -75,24 +75,37 @@ def print_table(rows) -> None:
             print("  ".join("-" * w for w in widths))
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+def parse_run(parser: argparse.ArgumentParser, cases: list):
+    """The command line of this script and bench_bbox_overlaps.py: the run
+    options (bench_common), --dtypes, and the cases (all when --cases is not
+    given). Returns (args, run, cases, dtypes)."""
     add_run_arguments(parser, iters=(50, 5), warmup=(10, 1))
-    parser.add_argument("--sizes", default=None, help="comma separated box counts")
     parser.add_argument("--dtypes", default="fp32")
     args = parser.parse_args()
     run = resolve_run(parser, args, iters=(50, 5), warmup=(10, 1))
-    device, cuda = run.device, run.cuda
-    timer = Timer(device, run.iters, run.warmup)
-    sizes = [int(s) for s in args.sizes.split(",")] if args.sizes else (CUDA_SIZES if cuda else CPU_SIZES)
     try:
-        wanted = parse_list(args.cases, CASES) or CASES
+        wanted = parse_list(args.cases, cases) or cases
         dtypes = [DTYPES[d] for d in parse_list(args.dtypes, DTYPES)]
     except argparse.ArgumentTypeError as exc:
         parser.error(str(exc))
-    print(f"device: {torch.cuda.get_device_name(device) if cuda else 'cpu'} "
-          f"({'CUDA events' if cuda else f'{torch.get_num_threads()} threads'}), torch {torch.__version__}, "
-          f"torchvision {torchvision.__version__ if torchvision else 'not installed'}, median of {run.iters}")
+    return args, run, wanted, dtypes
+
+
+def device_line(run) -> str:
+    """The first line of the output: the device, the timer and torch."""
+    return (f"device: {torch.cuda.get_device_name(run.device) if run.cuda else 'cpu'} "
+            f"({'CUDA events' if run.cuda else f'{torch.get_num_threads()} threads'}), torch {torch.__version__}")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--sizes", default=None, help="comma separated box counts")
+    args, run, wanted, dtypes = parse_run(parser, CASES)
+    device, cuda = run.device, run.cuda
+    timer = Timer(device, run.iters, run.warmup)
+    sizes = [int(s) for s in args.sizes.split(",")] if args.sizes else (CUDA_SIZES if cuda else CPU_SIZES)
+    print(f"{device_line(run)}, torchvision {torchvision.__version__ if torchvision else 'not installed'}, "
+          f"median of {run.iters}")
     ops = {
         "nms": ("nms", lambda b, s, i: torch.ops.mmops.nms(b, s, THRESHOLD),
                 lambda b, s, i: torchvision.ops.nms(b, s, THRESHOLD)),
