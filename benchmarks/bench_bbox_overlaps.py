@@ -28,7 +28,7 @@ import torch
 
 import mmops  # noqa: F401  (registers torch.ops.mmops)
 from bench_common import Timer, fmt_ms, fmt_ratio
-from bench_nms import device_line, make_boxes, parse_run, print_table  # the boxes, options and table of bench_nms.py
+from bench_nms import device_line, make_boxes, parse_run, report  # the boxes, options and table of bench_nms.py
 
 CASES = ["all_pairs", "aligned"]
 # (M, N, aligned): anchors vs ground truth, proposals vs proposals, aligned pairs
@@ -86,10 +86,7 @@ def main() -> int:
             base = timer(lambda: fb(lambda a, b: overlaps_composite(a, b, aligned)))
             rows.append([name + " fwd+bwd", label, dname, fmt_ms(mine), fmt_ms(base), fmt_ratio(base, mine),
                          "torch composite", ""])
-    print_table(rows)
-    for p in problems:
-        print("PROBLEM:", p)
-    return 1 if problems else 0
+    return report(rows, problems)
 
 
 if __name__ == "__main__":

@@ -65,7 +65,8 @@ def compare_keep(keep, tv_keep, scores) -> str:
     return "DIFFERS"
 
 
-def print_table(rows) -> None:
+def report(rows, problems) -> int:
+    """Prints the table and the failed checks; the exit code (1: a check failed)."""
     header = ["case", "size", "dtype", "mmops ms", "baseline ms", "ratio", "baseline", "check"]
     table = [header] + [[str(c) for c in r] for r in rows]
     widths = [max(len(r[i]) for r in table) for i in range(len(header))]
@@ -73,6 +74,9 @@ def print_table(rows) -> None:
         print("  ".join(v.rjust(w) if i in (1, 3, 4, 5) else v.ljust(w) for i, (v, w) in enumerate(zip(r, widths))))
         if k == 0:
             print("  ".join("-" * w for w in widths))
+    for p in problems:
+        print("PROBLEM:", p)
+    return 1 if problems else 0
 
 
 def parse_run(parser: argparse.ArgumentParser, cases: list):
@@ -130,10 +134,7 @@ def main() -> int:
                 mine = timer(lambda: mmops_op(boxes, scores, idxs))
                 rows.append([label, n, dname, fmt_ms(mine), fmt_ms(base_ms), fmt_ratio(base_ms, mine), "torchvision",
                              check])
-    print_table(rows)
-    for p in problems:
-        print("PROBLEM:", p)
-    return 1 if problems else 0
+    return report(rows, problems)
 
 
 if __name__ == "__main__":
