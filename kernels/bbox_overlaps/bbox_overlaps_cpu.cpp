@@ -1,12 +1,12 @@
-// CPU kernel of bbox_overlaps: at::parallel_for over the rows of bboxes1.
+// CPU kernels of bbox_overlaps: at::parallel_for over the rows of bboxes1 (and,
+// for the gradient of bboxes2, over its rows).
 
 #include "bbox_overlaps/bbox_overlaps_kernels.h"
-#include "common/box_iou.h"
+#include "bbox_overlaps/bbox_overlaps_math.h"
 
 #include <ATen/Dispatch.h>
 #include <ATen/OpMathType.h>
 #include <ATen/Parallel.h>
-#include <ATen/ops/empty.h>
 
 #include <algorithm>
 #include <tuple>
@@ -14,32 +14,50 @@
 
 namespace mmops {
 namespace kernels {
+namespace {
 
-at::Tensor bbox_overlaps_cpu(const at::Tensor& bboxes1_in, const at::Tensor& bboxes2_in,
-                             const BBoxOverlapsParams& p) {
-  const int64_t m = bboxes1_in.size(0);
-  const int64_t n = bboxes2_in.size(0);
-  at::Tensor out = p.aligned ? at::empty({m}, bboxes1_in.options()) : at::empty({m, n}, bboxes1_in.options());
-  if (out.numel() == 0) {
-    return out;
+using bbox_overlaps_math::Box;
+using bbox_overlaps_math::load_box;
+
+// Rows per task: about 16k pairs.
+int64_t pair_grain(int64_t others) {
+  return std::max<int64_t>(1, 16384 / std::max<int64_t>(others, 1));
+}
+
+// Gradient of every box of bboxes1 (kFirst) or bboxes2 from all pairs: box by
+// box, one sum over the other set in index order (the pairs are recomputed;
+// no shared accumulators).
+template <bool kFirst, typename scalar_t, typename acc_t>
+void all_pairs_backward(const scalar_t* grad, const scalar_t* b1, const scalar_t* b2, int64_t m, int64_t n,
+                        acc_t offset, bool iof, scalar_t* out) {
+  const int64_t count = kFirst ? m : n;
+  const int64_t others = kFirst ? n : m;
+  at::parallel_for(0, count, pair_grain(others), [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) {
+      box_iou::store_box(out, i, bbox_overlaps_math::pair_gradient_sum<kFirst>(grad, b1, b2, m, n, i, 0, 1, offset, iof));
+    }
+  });
+}
+
+} // namespace
+
+at::Tensor bbox_overlaps_cpu(const at::Tensor& bboxes1, const at::Tensor& bboxes2, const BBoxOverlapsParams& p) {
+  const ForwardArgs a = forward_args(bboxes1, bboxes2, p);
+  if (a.out.numel() == 0) {
+    return a.out;
   }
-  const at::Tensor bboxes1 = bboxes1_in.contiguous();
-  const at::Tensor bboxes2 = bboxes2_in.contiguous();
-  AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, bboxes1.scalar_type(), "mmops::bbox_overlaps (CPU)", [&] {
+  const int64_t m = a.bboxes1.size(0);
+  const int64_t n = a.bboxes2.size(0);
+  AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, a.bboxes1.scalar_type(), "mmops::bbox_overlaps (CPU)", [&] {
     using acc_t = at::opmath_type<scalar_t>;
-    using box_iou::Box;
     const acc_t offset = static_cast<acc_t>(p.offset);
-    auto load = box_iou::load_box<scalar_t, acc_t>;
-    const scalar_t* b1 = bboxes1.const_data_ptr<scalar_t>();
-    const scalar_t* b2 = bboxes2.const_data_ptr<scalar_t>();
-    scalar_t* o = out.mutable_data_ptr<scalar_t>();
+    const scalar_t* b1 = a.bboxes1.const_data_ptr<scalar_t>();
+    const scalar_t* b2 = a.bboxes2.const_data_ptr<scalar_t>();
+    scalar_t* o = a.out.mutable_data_ptr<scalar_t>();
     if (p.aligned) {
       at::parallel_for(0, m, 2048, [&](int64_t begin, int64_t end) {
         for (int64_t i = begin; i < end; ++i) {
-          const Box<acc_t> a = load(b1, i);
-          const Box<acc_t> b = load(b2, i);
-          o[i] = static_cast<scalar_t>(box_iou::overlap(a, b, box_iou::box_area(a, offset),
-                                                        box_iou::box_area(b, offset), offset, p.iof));
+          o[i] = bbox_overlaps_math::aligned_overlap(b1, b2, i, offset, p.iof);
         }
       });
       return;
@@ -47,87 +65,51 @@ at::Tensor bbox_overlaps_cpu(const at::Tensor& bboxes1_in, const at::Tensor& bbo
     std::vector<Box<acc_t>> second(n);
     std::vector<acc_t> second_area(n);
     for (int64_t j = 0; j < n; ++j) {
-      second[j] = load(b2, j);
+      second[j] = load_box<scalar_t, acc_t>(b2, j);
       second_area[j] = box_iou::box_area(second[j], offset);
     }
-    const int64_t grain = std::max<int64_t>(1, 16384 / std::max<int64_t>(n, 1));
-    at::parallel_for(0, m, grain, [&](int64_t begin, int64_t end) {
+    at::parallel_for(0, m, pair_grain(n), [&](int64_t begin, int64_t end) {
       for (int64_t i = begin; i < end; ++i) {
-        const Box<acc_t> a = load(b1, i);
-        const acc_t area_a = box_iou::box_area(a, offset);
+        const Box<acc_t> first = load_box<scalar_t, acc_t>(b1, i);
+        const acc_t first_area = box_iou::box_area(first, offset);
         scalar_t* row = o + i * n;
         for (int64_t j = 0; j < n; ++j) {
-          row[j] = static_cast<scalar_t>(box_iou::overlap(a, second[j], area_a, second_area[j], offset, p.iof));
+          row[j] = static_cast<scalar_t>(box_iou::overlap(first, second[j], first_area, second_area[j], offset, p.iof));
         }
       }
     });
   });
-  return out;
+  return a.out;
 }
 
 std::tuple<at::Tensor, at::Tensor> bbox_overlaps_backward_cpu(const at::Tensor& grad_output,
-                                                              const at::Tensor& bboxes1_in,
-                                                              const at::Tensor& bboxes2_in,
+                                                              const at::Tensor& bboxes1,
+                                                              const at::Tensor& bboxes2,
                                                               const BBoxOverlapsParams& p) {
-  const int64_t m = bboxes1_in.size(0);
-  const int64_t n = bboxes2_in.size(0);
-  at::Tensor grad1 = at::empty({m, 4}, bboxes1_in.options());
-  at::Tensor grad2 = at::empty({n, 4}, bboxes2_in.options());
-  const at::Tensor bboxes1 = bboxes1_in.contiguous();
-  const at::Tensor bboxes2 = bboxes2_in.contiguous();
-  const at::Tensor grad = grad_output.contiguous();
-  AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, bboxes1.scalar_type(),
+  const BackwardArgs a = backward_args(grad_output, bboxes1, bboxes2);
+  const int64_t m = a.bboxes1.size(0);
+  const int64_t n = a.bboxes2.size(0);
+  AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, a.bboxes1.scalar_type(),
                                   "mmops::bbox_overlaps backward (CPU)", [&] {
     using acc_t = at::opmath_type<scalar_t>;
-    using box_iou::Box;
     const acc_t offset = static_cast<acc_t>(p.offset);
-    auto load = box_iou::load_box<scalar_t, acc_t>;
-    auto store = box_iou::store_box<scalar_t, acc_t>;
-    const scalar_t* b1 = bboxes1.const_data_ptr<scalar_t>();
-    const scalar_t* b2 = bboxes2.const_data_ptr<scalar_t>();
-    const scalar_t* g = grad.const_data_ptr<scalar_t>();
-    scalar_t* g1 = grad1.mutable_data_ptr<scalar_t>();
-    scalar_t* g2 = grad2.mutable_data_ptr<scalar_t>();
+    const scalar_t* b1 = a.bboxes1.const_data_ptr<scalar_t>();
+    const scalar_t* b2 = a.bboxes2.const_data_ptr<scalar_t>();
+    const scalar_t* g = a.grad_output.const_data_ptr<scalar_t>();
+    scalar_t* g1 = a.grad1.mutable_data_ptr<scalar_t>();
+    scalar_t* g2 = a.grad2.mutable_data_ptr<scalar_t>();
     if (p.aligned) {
       at::parallel_for(0, m, 2048, [&](int64_t begin, int64_t end) {
         for (int64_t i = begin; i < end; ++i) {
-          Box<acc_t> ga{0, 0, 0, 0};
-          Box<acc_t> gb{0, 0, 0, 0};
-          box_iou::overlap_backward(load(b1, i), load(b2, i), offset, p.iof, static_cast<acc_t>(g[i]), ga, gb);
-          store(g1, i, ga);
-          store(g2, i, gb);
+          bbox_overlaps_math::aligned_overlap_backward(g, b1, b2, i, offset, p.iof, g1, g2);
         }
       });
       return;
     }
-    // grad of bboxes1: row i sums over the columns; grad of bboxes2: column j
-    // sums over the rows (the pairs are recomputed; no shared accumulators).
-    const int64_t grain1 = std::max<int64_t>(1, 16384 / std::max<int64_t>(n, 1));
-    at::parallel_for(0, m, grain1, [&](int64_t begin, int64_t end) {
-      for (int64_t i = begin; i < end; ++i) {
-        const Box<acc_t> a = load(b1, i);
-        Box<acc_t> ga{0, 0, 0, 0};
-        for (int64_t j = 0; j < n; ++j) {
-          Box<acc_t> unused{0, 0, 0, 0};
-          box_iou::overlap_backward(a, load(b2, j), offset, p.iof, static_cast<acc_t>(g[i * n + j]), ga, unused);
-        }
-        store(g1, i, ga);
-      }
-    });
-    const int64_t grain2 = std::max<int64_t>(1, 16384 / std::max<int64_t>(m, 1));
-    at::parallel_for(0, n, grain2, [&](int64_t begin, int64_t end) {
-      for (int64_t j = begin; j < end; ++j) {
-        const Box<acc_t> b = load(b2, j);
-        Box<acc_t> gb{0, 0, 0, 0};
-        for (int64_t i = 0; i < m; ++i) {
-          Box<acc_t> unused{0, 0, 0, 0};
-          box_iou::overlap_backward(load(b1, i), b, offset, p.iof, static_cast<acc_t>(g[i * n + j]), unused, gb);
-        }
-        store(g2, j, gb);
-      }
-    });
+    all_pairs_backward<true>(g, b1, b2, m, n, offset, p.iof, g1);
+    all_pairs_backward<false>(g, b1, b2, m, n, offset, p.iof, g2);
   });
-  return {grad1, grad2};
+  return {a.grad1, a.grad2};
 }
 
 } // namespace kernels

@@ -6,11 +6,10 @@
 // half/bfloat16 compute in float. 64-bit output offsets.
 
 #include "bbox_overlaps/bbox_overlaps_kernels.h"
-#include "common/box_iou.h"
+#include "bbox_overlaps/bbox_overlaps_math.h"
 
 #include <ATen/Dispatch.h>
 #include <ATen/OpMathType.h>
-#include <ATen/ops/empty.h>
 #include <c10/cuda/CUDAException.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
@@ -21,9 +20,9 @@ namespace mmops {
 namespace kernels {
 namespace {
 
-using box_iou::Box;
-using box_iou::load_box;
-using box_iou::store_box;
+using bbox_overlaps_math::Box;
+using bbox_overlaps_math::load_box;
+using bbox_overlaps_math::store_box;
 
 constexpr int kTileSide = 32;
 constexpr int kRowsPerThread = 4;  // blockDim = (32, 8)
@@ -73,10 +72,7 @@ __global__ void aligned_kernel(const scalar_t* __restrict__ b1, const scalar_t* 
   if (i >= m) {
     return;
   }
-  const Box<acc_t> a = load_box<scalar_t, acc_t>(b1, i);
-  const Box<acc_t> b = load_box<scalar_t, acc_t>(b2, i);
-  out[i] = static_cast<scalar_t>(
-      box_iou::overlap(a, b, box_iou::box_area(a, offset), box_iou::box_area(b, offset), offset, iof));
+  out[i] = bbox_overlaps_math::aligned_overlap(b1, b2, i, offset, iof);
 }
 
 template <typename scalar_t, typename acc_t>
@@ -87,12 +83,7 @@ __global__ void aligned_backward_kernel(const scalar_t* __restrict__ grad, const
   if (i >= m) {
     return;
   }
-  Box<acc_t> ga{0, 0, 0, 0};
-  Box<acc_t> gb{0, 0, 0, 0};
-  box_iou::overlap_backward(load_box<scalar_t, acc_t>(b1, i), load_box<scalar_t, acc_t>(b2, i), offset, iof,
-                            static_cast<acc_t>(grad[i]), ga, gb);
-  store_box(g1, i, ga);
-  store_box(g2, i, gb);
+  bbox_overlaps_math::aligned_overlap_backward(grad, b1, b2, i, offset, iof, g1, g2);
 }
 
 // One warp per box of `mine` (bboxes1 when kFirst, else bboxes2): lanes stride
@@ -107,18 +98,7 @@ __global__ void all_pairs_backward_kernel(const scalar_t* __restrict__ grad, con
   if (box >= count) {
     return;  // whole warps leave together
   }
-  const int64_t others = kFirst ? n : m;
-  const Box<acc_t> fixed = load_box<scalar_t, acc_t>(kFirst ? b1 : b2, box);
-  Box<acc_t> acc{0, 0, 0, 0};
-  for (int64_t o = lane; o < others; o += 32) {
-    Box<acc_t> unused{0, 0, 0, 0};
-    const Box<acc_t> other = load_box<scalar_t, acc_t>(kFirst ? b2 : b1, o);
-    if (kFirst) {
-      box_iou::overlap_backward(fixed, other, offset, iof, static_cast<acc_t>(grad[box * n + o]), acc, unused);
-    } else {
-      box_iou::overlap_backward(other, fixed, offset, iof, static_cast<acc_t>(grad[o * n + box]), unused, acc);
-    }
-  }
+  Box<acc_t> acc = bbox_overlaps_math::pair_gradient_sum<kFirst>(grad, b1, b2, m, n, box, lane, 32, offset, iof);
   for (int s = 16; s > 0; s >>= 1) {
     acc.x1 += __shfl_xor_sync(0xffffffffu, acc.x1, s);
     acc.y1 += __shfl_xor_sync(0xffffffffu, acc.y1, s);
@@ -132,27 +112,24 @@ __global__ void all_pairs_backward_kernel(const scalar_t* __restrict__ grad, con
 
 } // namespace
 
-at::Tensor bbox_overlaps_cuda(const at::Tensor& bboxes1_in, const at::Tensor& bboxes2_in,
-                              const BBoxOverlapsParams& p) {
-  const c10::cuda::CUDAGuard guard(bboxes1_in.device());
-  const int64_t m = bboxes1_in.size(0);
-  const int64_t n = bboxes2_in.size(0);
-  at::Tensor out = p.aligned ? at::empty({m}, bboxes1_in.options()) : at::empty({m, n}, bboxes1_in.options());
-  if (out.numel() == 0) {
-    return out;
+at::Tensor bbox_overlaps_cuda(const at::Tensor& bboxes1, const at::Tensor& bboxes2, const BBoxOverlapsParams& p) {
+  const c10::cuda::CUDAGuard guard(bboxes1.device());
+  const ForwardArgs a = forward_args(bboxes1, bboxes2, p);
+  if (a.out.numel() == 0) {
+    return a.out;
   }
-  const at::Tensor bboxes1 = bboxes1_in.contiguous();
-  const at::Tensor bboxes2 = bboxes2_in.contiguous();
+  const int64_t m = a.bboxes1.size(0);
+  const int64_t n = a.bboxes2.size(0);
   cudaStream_t stream = c10::cuda::getCurrentCUDAStream();
-  AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, bboxes1.scalar_type(), "mmops::bbox_overlaps (CUDA)", [&] {
+  AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, a.bboxes1.scalar_type(), "mmops::bbox_overlaps (CUDA)", [&] {
     using acc_t = at::opmath_type<scalar_t>;
     const acc_t offset = static_cast<acc_t>(p.offset);
     if (p.aligned) {
       const int threads = 256;
       const int64_t blocks = (m + threads - 1) / threads;
       aligned_kernel<scalar_t, acc_t><<<blocks, threads, 0, stream>>>(
-          bboxes1.const_data_ptr<scalar_t>(), bboxes2.const_data_ptr<scalar_t>(), m, offset, p.iof,
-          out.mutable_data_ptr<scalar_t>());
+          a.bboxes1.const_data_ptr<scalar_t>(), a.bboxes2.const_data_ptr<scalar_t>(), m, offset, p.iof,
+          a.out.mutable_data_ptr<scalar_t>());
       C10_CUDA_KERNEL_LAUNCH_CHECK();
     } else {
       const int64_t tiles = ((m + kTileSide - 1) / kTileSide) * ((n + kTileSide - 1) / kTileSide);
@@ -161,57 +138,53 @@ at::Tensor bbox_overlaps_cuda(const at::Tensor& bboxes1_in, const at::Tensor& bb
       const dim3 grid(static_cast<unsigned>(tiles));
       const dim3 block(kTileSide, kTileSide / kRowsPerThread);
       all_pairs_kernel<scalar_t, acc_t><<<grid, block, 0, stream>>>(
-          bboxes1.const_data_ptr<scalar_t>(), bboxes2.const_data_ptr<scalar_t>(), m, n, offset, p.iof,
-          out.mutable_data_ptr<scalar_t>());
+          a.bboxes1.const_data_ptr<scalar_t>(), a.bboxes2.const_data_ptr<scalar_t>(), m, n, offset, p.iof,
+          a.out.mutable_data_ptr<scalar_t>());
       C10_CUDA_KERNEL_LAUNCH_CHECK();
     }
   });
-  return out;
+  return a.out;
 }
 
 std::tuple<at::Tensor, at::Tensor> bbox_overlaps_backward_cuda(const at::Tensor& grad_output,
-                                                               const at::Tensor& bboxes1_in,
-                                                               const at::Tensor& bboxes2_in,
+                                                               const at::Tensor& bboxes1,
+                                                               const at::Tensor& bboxes2,
                                                                const BBoxOverlapsParams& p) {
-  const c10::cuda::CUDAGuard guard(bboxes1_in.device());
-  const int64_t m = bboxes1_in.size(0);
-  const int64_t n = bboxes2_in.size(0);
-  at::Tensor grad1 = at::empty({m, 4}, bboxes1_in.options());
-  at::Tensor grad2 = at::empty({n, 4}, bboxes2_in.options());
+  const c10::cuda::CUDAGuard guard(bboxes1.device());
+  const BackwardArgs a = backward_args(grad_output, bboxes1, bboxes2);
+  const int64_t m = a.bboxes1.size(0);
+  const int64_t n = a.bboxes2.size(0);
   if (m == 0 && n == 0) {
-    return {grad1, grad2};
+    return {a.grad1, a.grad2};
   }
-  const at::Tensor bboxes1 = bboxes1_in.contiguous();
-  const at::Tensor bboxes2 = bboxes2_in.contiguous();
-  const at::Tensor grad = grad_output.contiguous();
   cudaStream_t stream = c10::cuda::getCurrentCUDAStream();
-  AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, bboxes1.scalar_type(),
+  AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, a.bboxes1.scalar_type(),
                                   "mmops::bbox_overlaps backward (CUDA)", [&] {
     using acc_t = at::opmath_type<scalar_t>;
     const acc_t offset = static_cast<acc_t>(p.offset);
     const int threads = 256;
     if (p.aligned) {
       aligned_backward_kernel<scalar_t, acc_t><<<(m + threads - 1) / threads, threads, 0, stream>>>(
-          grad.const_data_ptr<scalar_t>(), bboxes1.const_data_ptr<scalar_t>(), bboxes2.const_data_ptr<scalar_t>(),
-          m, offset, p.iof, grad1.mutable_data_ptr<scalar_t>(), grad2.mutable_data_ptr<scalar_t>());
+          a.grad_output.const_data_ptr<scalar_t>(), a.bboxes1.const_data_ptr<scalar_t>(), a.bboxes2.const_data_ptr<scalar_t>(),
+          m, offset, p.iof, a.grad1.mutable_data_ptr<scalar_t>(), a.grad2.mutable_data_ptr<scalar_t>());
       C10_CUDA_KERNEL_LAUNCH_CHECK();
       return;
     }
     const int warps = threads / 32;
     if (m > 0) {
       all_pairs_backward_kernel<scalar_t, acc_t, true><<<(m + warps - 1) / warps, threads, 0, stream>>>(
-          grad.const_data_ptr<scalar_t>(), bboxes1.const_data_ptr<scalar_t>(), bboxes2.const_data_ptr<scalar_t>(),
-          m, n, offset, p.iof, grad1.mutable_data_ptr<scalar_t>());
+          a.grad_output.const_data_ptr<scalar_t>(), a.bboxes1.const_data_ptr<scalar_t>(), a.bboxes2.const_data_ptr<scalar_t>(),
+          m, n, offset, p.iof, a.grad1.mutable_data_ptr<scalar_t>());
       C10_CUDA_KERNEL_LAUNCH_CHECK();
     }
     if (n > 0) {
       all_pairs_backward_kernel<scalar_t, acc_t, false><<<(n + warps - 1) / warps, threads, 0, stream>>>(
-          grad.const_data_ptr<scalar_t>(), bboxes1.const_data_ptr<scalar_t>(), bboxes2.const_data_ptr<scalar_t>(),
-          m, n, offset, p.iof, grad2.mutable_data_ptr<scalar_t>());
+          a.grad_output.const_data_ptr<scalar_t>(), a.bboxes1.const_data_ptr<scalar_t>(), a.bboxes2.const_data_ptr<scalar_t>(),
+          m, n, offset, p.iof, a.grad2.mutable_data_ptr<scalar_t>());
       C10_CUDA_KERNEL_LAUNCH_CHECK();
     }
   });
-  return {grad1, grad2};
+  return {a.grad1, a.grad2};
 }
 
 } // namespace kernels

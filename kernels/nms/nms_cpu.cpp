@@ -99,9 +99,7 @@ at::Tensor nms_cpu(const at::Tensor& boxes_in, const at::Tensor& scores, const a
     std::vector<acc_t> area(n);
     at::parallel_for(0, n, 4096, [&](int64_t begin, int64_t end) {
       for (int64_t s = begin; s < end; ++s) {
-        const scalar_t* p = b + perm_p[s] * 4;
-        sorted[s] = Box<acc_t>{static_cast<acc_t>(p[0]), static_cast<acc_t>(p[1]), static_cast<acc_t>(p[2]),
-                               static_cast<acc_t>(p[3])};
+        sorted[s] = box_iou::load_box<scalar_t, acc_t>(b, perm_p[s]);
         area[s] = box_iou::box_area(sorted[s], acc_t(0));
       }
     });
@@ -168,9 +166,7 @@ std::tuple<at::Tensor, at::Tensor> soft_nms_cpu(const at::Tensor& boxes_in, cons
     std::vector<acc_t> score(n);
     std::vector<int64_t> live;  // indices still in play, ascending
     for (int64_t i = 0; i < n; ++i) {
-      const scalar_t* p = b + i * 4;
-      box[i] = Box<acc_t>{static_cast<acc_t>(p[0]), static_cast<acc_t>(p[1]), static_cast<acc_t>(p[2]),
-                          static_cast<acc_t>(p[3])};
+      box[i] = box_iou::load_box<scalar_t, acc_t>(b, i);
       area[i] = box_iou::box_area(box[i], acc_t(0));
       score[i] = sc_in[i];
       if (!std::isnan(static_cast<double>(sc_in[i]))) {
@@ -200,21 +196,7 @@ std::tuple<at::Tensor, at::Tensor> soft_nms_cpu(const at::Tensor& boxes_in, cons
         for (int64_t q = begin; q < end; ++q) {
           const int64_t j = live[q];
           const acc_t ovr = box_iou::iou(pb, box[j], pa, area[j]);
-          acc_t weight = acc_t(1);
-          if (params.method == SoftNmsMethod::Naive) {
-            if (ovr >= threshold) {
-              weight = acc_t(0);
-            }
-          } else if (params.method == SoftNmsMethod::Linear) {
-            if (ovr >= threshold) {
-              weight = acc_t(1) - ovr;
-            }
-          } else {
-            // in double on both devices: float results then agree bitwise with CUDA
-            const double o = static_cast<double>(ovr);
-            weight = static_cast<acc_t>(std::exp(-(o * o) / params.sigma));
-          }
-          score[j] *= weight;
+          score[j] *= nms_math::soft_nms_weight(params.method, ovr, threshold, params.sigma);
           drop[j] = !(score[j] >= min_score);  // NaN (inf * 0) is dropped too
         }
       };

@@ -1,4 +1,4 @@
-// CUDA kernels of nms, batched_nms and soft_nms.
+// CUDA kernels of nms and batched_nms (soft_nms: soft_nms_cuda.cu).
 //
 // nms / batched_nms, everything on the device, one host synchronisation at the
 // end (the kept count, inside masked_select):
@@ -28,17 +28,12 @@
 // kMaskBudgetBytes = 256 MiB, allocated but only sparsely written; 20k boxes:
 // 50 MB in one chunk; 100k boxes: five chunks of ~21k rows), 1/64 of that for
 // the row masks, ceil(N/64)^2 / 8 bytes of bitmap (300 KB at 100k) and O(N).
-//
-// soft_nms: one block walks the selection sequentially (block argmax, then
-// rescoring of the remaining boxes); one synchronisation for the count.
 
-#include "common/box_iou.h"
+#include "nms/nms_cuda.cuh"
 #include "nms/nms_kernels.h"
 
 #include <ATen/Dispatch.h>
 #include <ATen/OpMathType.h>
-#include <ATen/ops/arange.h>
-#include <ATen/ops/cat.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/masked_select.h>
 #include <ATen/ops/sort.h>
@@ -54,18 +49,10 @@ namespace mmops {
 namespace kernels {
 namespace {
 
-using box_iou::Box;
 using u64 = unsigned long long;
 
 constexpr int kTile = 64;
-constexpr int kGreedyThreads = 1024;
-constexpr int kGreedyWarps = kGreedyThreads / 32;
 constexpr int64_t kMaskBudgetBytes = int64_t(256) << 20;
-constexpr int kThreads = 256;
-
-int64_t blocks_for(int64_t n, int threads = kThreads) {
-  return std::max<int64_t>(1, (n + threads - 1) / threads);
-}
 
 // ---------------------------------------------------------------- ordering
 
@@ -99,28 +86,6 @@ at::Tensor score_order_cuda(const at::Tensor& scores) {
     C10_CUDA_KERNEL_LAUNCH_CHECK();
   });
   return std::get<1>(at::sort(key, /*stable=*/true, /*dim=*/0, /*descending=*/true));
-}
-
-// ---------------------------------------------------------------- gather
-
-template <typename scalar_t, typename acc_t>
-__global__ void gather_boxes_kernel(const scalar_t* __restrict__ boxes, const int64_t* __restrict__ perm,
-                                    const int64_t* __restrict__ idxs, int64_t n,
-                                    Box<acc_t>* __restrict__ sorted, acc_t* __restrict__ area,
-                                    int64_t* __restrict__ category) {
-  const int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
-  if (i >= n) {
-    return;
-  }
-  const int64_t src = perm[i];
-  const scalar_t* b = boxes + src * 4;
-  const Box<acc_t> box{static_cast<acc_t>(b[0]), static_cast<acc_t>(b[1]), static_cast<acc_t>(b[2]),
-                       static_cast<acc_t>(b[3])};
-  sorted[i] = box;
-  area[i] = box_iou::box_area(box, acc_t(0));
-  if (idxs != nullptr) {
-    category[i] = idxs[src];
-  }
 }
 
 // ---------------------------------------------------------------- mask
@@ -336,123 +301,6 @@ __global__ void gather_kept_kernel(const bool* __restrict__ by_index, const int6
   }
 }
 
-// ---------------------------------------------------------------- soft_nms
-
-template <typename acc_t>
-struct Best {
-  acc_t score;
-  int64_t index;  // -1: none
-};
-
-template <typename acc_t>
-__device__ inline bool better(const Best<acc_t>& a, const Best<acc_t>& b) {
-  if (a.index < 0) {
-    return false;
-  }
-  if (b.index < 0) {
-    return true;
-  }
-  return a.score > b.score || (a.score == b.score && a.index < b.index);
-}
-
-// One block of kGreedyThreads. score: working scores (NaN scores arrive dead).
-template <typename acc_t>
-__global__ void __launch_bounds__(kGreedyThreads) soft_nms_kernel(
-    const Box<acc_t>* __restrict__ boxes, const acc_t* __restrict__ area, acc_t* score,
-    bool* alive, int64_t n, acc_t iou_threshold, double sigma, acc_t min_score, int method,
-    int64_t* __restrict__ out_index, acc_t* __restrict__ out_score, int64_t* __restrict__ out_count) {
-  __shared__ Best<acc_t> s_best[kGreedyWarps];
-  __shared__ Best<acc_t> s_pick;
-  const int t = threadIdx.x;
-  const int warp = t >> 5;
-  const int lane = t & 31;
-  int64_t count = 0;
-  for (; count < n; ++count) {
-    Best<acc_t> best{acc_t(0), -1};
-    for (int64_t j = t; j < n; j += kGreedyThreads) {
-      if (alive[j]) {
-        const Best<acc_t> c{score[j], j};
-        if (better(c, best)) {
-          best = c;
-        }
-      }
-    }
-    for (int offset = 16; offset > 0; offset >>= 1) {
-      Best<acc_t> other;
-      other.score = __shfl_down_sync(0xffffffffu, best.score, offset);
-      other.index = __shfl_down_sync(0xffffffffu, best.index, offset);
-      if (better(other, best)) {
-        best = other;
-      }
-    }
-    if (lane == 0) {
-      s_best[warp] = best;
-    }
-    __syncthreads();
-    if (t == 0) {
-      Best<acc_t> b = s_best[0];
-      for (int w = 1; w < kGreedyWarps; ++w) {
-        if (better(s_best[w], b)) {
-          b = s_best[w];
-        }
-      }
-      s_pick = b;
-      if (b.index >= 0) {
-        out_index[count] = b.index;
-        out_score[count] = b.score;
-        alive[b.index] = false;
-      }
-    }
-    __syncthreads();
-    const Best<acc_t> pick = s_pick;
-    if (pick.index < 0) {
-      break;
-    }
-    const Box<acc_t> pb = boxes[pick.index];
-    const acc_t pa = area[pick.index];
-    for (int64_t j = t; j < n; j += kGreedyThreads) {
-      if (!alive[j]) {
-        continue;
-      }
-      const acc_t ovr = box_iou::iou(pb, boxes[j], pa, area[j]);
-      acc_t weight = acc_t(1);
-      if (method == static_cast<int>(SoftNmsMethod::Naive)) {
-        if (ovr >= iou_threshold) {
-          weight = acc_t(0);
-        }
-      } else if (method == static_cast<int>(SoftNmsMethod::Linear)) {
-        if (ovr >= iou_threshold) {
-          weight = acc_t(1) - ovr;
-        }
-      } else {
-        // in double, as on the CPU: float results agree bitwise
-        const double o = static_cast<double>(ovr);
-        weight = static_cast<acc_t>(::exp(-(o * o) / sigma));
-      }
-      const acc_t s = score[j] * weight;
-      score[j] = s;
-      if (!(s >= min_score)) {
-        alive[j] = false;  // NaN (inf * 0) is dropped too
-      }
-    }
-    __syncthreads();
-  }
-  if (t == 0) {
-    *out_count = count;
-  }
-}
-
-template <typename acc_t>
-__global__ void soft_nms_init_kernel(const acc_t* __restrict__ score_in, int64_t n, acc_t* __restrict__ score,
-                                     bool* __restrict__ alive) {
-  const int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
-  if (i < n) {
-    const acc_t s = score_in[i];
-    score[i] = s;
-    alive[i] = (s == s);  // a NaN score is dropped
-  }
-}
-
 } // namespace
 
 at::Tensor nms_cuda(const at::Tensor& boxes_in, const at::Tensor& scores_in, const at::Tensor& idxs_in,
@@ -545,52 +393,6 @@ at::Tensor nms_cuda(const at::Tensor& boxes_in, const at::Tensor& scores_in, con
   }
   // The one synchronisation: the number of kept boxes.
   return at::masked_select(order, kept_in_order);
-}
-
-std::tuple<at::Tensor, at::Tensor> soft_nms_cuda(const at::Tensor& boxes_in, const at::Tensor& scores_in,
-                                                 const SoftNmsParams& params) {
-  const c10::cuda::CUDAGuard guard(boxes_in.device());
-  const int64_t n = boxes_in.size(0);
-  const auto long_options = boxes_in.options().dtype(at::kLong);
-  if (n == 0) {
-    return {at::empty({0, 5}, boxes_in.options()), at::empty({0}, long_options)};
-  }
-  cudaStream_t stream = c10::cuda::getCurrentCUDAStream();
-  const at::Tensor boxes = boxes_in.contiguous();
-  at::Tensor dets;
-  at::Tensor keep;
-  AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, boxes.scalar_type(), "mmops::soft_nms (CUDA)", [&] {
-    using acc_t = at::opmath_type<scalar_t>;
-    const auto acc_options = boxes.options().dtype(c10::CppTypeToScalarType<acc_t>::value);
-    const at::Tensor identity = at::arange(n, long_options);
-    at::Tensor sorted = at::empty({n * int64_t(sizeof(Box<acc_t>))}, boxes.options().dtype(at::kByte));
-    at::Tensor area = at::empty({n}, acc_options);
-    Box<acc_t>* sorted_p = reinterpret_cast<Box<acc_t>*>(sorted.mutable_data_ptr<uint8_t>());
-    gather_boxes_kernel<scalar_t, acc_t><<<blocks_for(n), kThreads, 0, stream>>>(
-        boxes.const_data_ptr<scalar_t>(), identity.const_data_ptr<int64_t>(), nullptr, n, sorted_p,
-        area.mutable_data_ptr<acc_t>(), nullptr);
-    C10_CUDA_KERNEL_LAUNCH_CHECK();
-    const at::Tensor score_in = scores_in.to(acc_options.dtype()).contiguous();
-    at::Tensor score = at::empty({n}, acc_options);
-    at::Tensor alive = at::empty({n}, boxes.options().dtype(at::kBool));
-    soft_nms_init_kernel<acc_t><<<blocks_for(n), kThreads, 0, stream>>>(
-        score_in.const_data_ptr<acc_t>(), n, score.mutable_data_ptr<acc_t>(), alive.mutable_data_ptr<bool>());
-    C10_CUDA_KERNEL_LAUNCH_CHECK();
-    at::Tensor out_index = at::empty({n}, long_options);
-    at::Tensor out_score = at::empty({n}, acc_options);
-    at::Tensor out_count = at::empty({1}, long_options);
-    soft_nms_kernel<acc_t><<<1, kGreedyThreads, 0, stream>>>(
-        sorted_p, area.const_data_ptr<acc_t>(), score.mutable_data_ptr<acc_t>(), alive.mutable_data_ptr<bool>(),
-        n, static_cast<acc_t>(params.iou_threshold), params.sigma,
-        static_cast<acc_t>(params.min_score), static_cast<int>(params.method), out_index.mutable_data_ptr<int64_t>(),
-        out_score.mutable_data_ptr<acc_t>(), out_count.mutable_data_ptr<int64_t>());
-    C10_CUDA_KERNEL_LAUNCH_CHECK();
-    // The one synchronisation: the number of selected boxes.
-    const int64_t count = out_count.item<int64_t>();
-    keep = out_index.slice(0, 0, count);
-    dets = at::cat({boxes.index_select(0, keep), out_score.slice(0, 0, count).unsqueeze(1).to(boxes.scalar_type())}, 1);
-  });
-  return {dets, keep};
 }
 
 } // namespace kernels

@@ -5,14 +5,14 @@
 // Order used everywhere: decreasing score, a NaN score after every number, ties
 // to the lower index (score_order below).
 
+#include "nms/nms_math.h"
+
 #include <ATen/core/Tensor.h>
 
 #include <cstdint>
 #include <tuple>
 
 namespace mmops {
-
-enum class SoftNmsMethod : int64_t { Naive = 0, Linear = 1, Gaussian = 2 };
 
 struct SoftNmsParams {
   double iou_threshold;

@@ -1,6 +1,6 @@
-// C++ face of mmops::nms, batched_nms, soft_nms and bbox_overlaps: the public
-// API, mmcv's known vectors, ties / NaN / empty, errors, bbox_overlaps finite
-// differences and autograd from C++, CUDA == CPU.
+// C++ face of mmops::nms, batched_nms and soft_nms: the public API, mmcv's
+// known vectors, ties / NaN / empty, errors, TorchScript source compiled in
+// C++, CUDA == CPU. (bbox_overlaps: test_bbox_overlaps.cpp.)
 
 #include <mmops/mmops.h>
 
@@ -164,58 +164,6 @@ TEST(Nms, BadArgumentsRaiseClearErrors) {
                         "sigma must be a positive finite number");
 }
 
-TEST(BBoxOverlaps, MmcvKnownVectors) {
-  const at::Tensor b1 = at::tensor({1.0, 1.0, 3.0, 4.0, 2.0, 2.0, 3.0, 4.0, 7.0, 7.0, 8.0, 8.0}).reshape({3, 4});
-  const at::Tensor b2 = at::tensor({0.0, 2.0, 2.0, 5.0, 2.0, 1.0, 3.0, 3.0}).reshape({2, 4});
-  const at::Tensor expected = at::tensor({1.0 / 3.0, 0.5, 0.2, 0.5, 0.0, 0.0}).reshape({3, 2});
-  EXPECT_TRUE(at::allclose(mmops::bbox_overlaps(b1, b2, "iou", false, 1), expected, 1e-6, 1e-6));
-  EXPECT_TRUE(at::allclose(mmops::bbox_overlaps(b1.slice(0, 0, 2), b2, "iou", true, 1),
-                           at::tensor({1.0 / 3.0, 0.5}), 1e-6, 1e-6));
-  // iof: over the area of bboxes1's box (offset 0: [0,0,2,2] vs [1,1,3,3] -> 1/4)
-  const at::Tensor a = at::tensor({0.0, 0.0, 2.0, 2.0}).reshape({1, 4});
-  const at::Tensor b = at::tensor({1.0, 1.0, 3.0, 3.0}).reshape({1, 4});
-  EXPECT_FLOAT_EQ(mmops::bbox_overlaps(a, b, "iof").item<float>(), 0.25f);
-  EXPECT_FLOAT_EQ(mmops::bbox_overlaps(a, b).item<float>(), 1.0f / 7.0f);
-}
-
-TEST(BBoxOverlaps, FiniteDifferenceGradient) {
-  at::manual_seed(5);
-  for (const char* mode : {"iou", "iof"}) {
-    for (bool aligned : {false, true}) {
-      const at::Tensor b1 = random_boxes(4, 10.0, 8.0, at::kDouble).requires_grad_(true);
-      const at::Tensor b2 = random_boxes(aligned ? 4 : 3, 10.0, 8.0, at::kDouble).requires_grad_(true);
-      const at::Tensor w = at::randn(mmops::bbox_overlaps(b1, b2, mode, aligned).sizes(), at::kDouble);
-      (mmops::bbox_overlaps(b1, b2, mode, aligned) * w).sum().backward();
-      const double eps = 1e-6;
-      for (const at::Tensor& x : {b1, b2}) {
-        const at::Tensor numeric = at::zeros_like(x);
-        for (int64_t k = 0; k < x.numel(); ++k) {
-          at::NoGradGuard no_grad;
-          const double old = x.view({-1})[k].item<double>();
-          x.view({-1})[k] = old + eps;
-          const double plus = (mmops::bbox_overlaps(b1, b2, mode, aligned) * w).sum().item<double>();
-          x.view({-1})[k] = old - eps;
-          const double minus = (mmops::bbox_overlaps(b1, b2, mode, aligned) * w).sum().item<double>();
-          x.view({-1})[k] = old;
-          numeric.view({-1})[k] = (plus - minus) / (2 * eps);
-        }
-        EXPECT_TRUE(at::allclose(x.grad(), numeric, 1e-5, 1e-6)) << mode << aligned << "\n" << x.grad() << numeric;
-      }
-    }
-  }
-}
-
-TEST(BBoxOverlaps, BadArgumentsRaiseClearErrors) {
-  EXPECT_ERROR_MENTIONS(mmops::bbox_overlaps(at::zeros({3, 4}), at::zeros({2, 4}), "giou"),
-                        "mode must be \"iou\" or \"iof\", but got \"giou\"");
-  EXPECT_ERROR_MENTIONS(mmops::bbox_overlaps(at::zeros({3, 4}), at::zeros({2, 4}), "iou", false, 3),
-                        "offset must be 0 or 1, but got 3");
-  EXPECT_ERROR_MENTIONS(mmops::bbox_overlaps(at::zeros({3, 4}), at::zeros({2, 4}), "iou", true),
-                        "aligned=True needs as many bboxes1 as bboxes2");
-  EXPECT_ERROR_MENTIONS(mmops::bbox_overlaps(at::zeros({3, 4}), at::zeros({2, 4}, at::kDouble)),
-                        "expected bboxes2 to have the dtype of bboxes1");
-}
-
 TEST(Nms, TorchScriptSourceCompiledInCpp) {
   auto unit = std::make_shared<torch::jit::CompilationUnit>();
   unit->define(std::nullopt, R"JIT(
@@ -249,8 +197,6 @@ TEST(Nms, CudaMatchesCpu) {
     auto [d, k] = mmops::soft_nms(boxes.slice(0, 0, 500), scores.slice(0, 0, 500));
     EXPECT_TRUE(at::equal(kc.cpu(), k));
     EXPECT_TRUE(at::allclose(dc.cpu().to(at::kDouble), d.to(at::kDouble), 1e-2, 1e-2));
-    EXPECT_TRUE(at::allclose(mmops::bbox_overlaps(boxes.cuda(), boxes.slice(0, 0, 100).cuda()).cpu().to(at::kDouble),
-                             mmops::bbox_overlaps(boxes, boxes.slice(0, 0, 100)).to(at::kDouble), 1e-2, 1e-3));
   }
 }
 

@@ -1,14 +1,11 @@
-"""nms, batched_nms, soft_nms and bbox_overlaps: mmcv-style functional
-wrappers around torch.ops.mmops, and the fake (meta) kernels of the ops whose
-output size depends on the data.
+"""nms, batched_nms and soft_nms: mmcv-style functional wrappers around
+torch.ops.mmops (their fake kernels: mmops/_fake.py).
 
 The ops themselves (what TorchScript, torch.compile and C++ see):
     torch.ops.mmops.nms(boxes, scores, iou_threshold) -> keep
     torch.ops.mmops.batched_nms(boxes, scores, idxs, iou_threshold) -> keep
     torch.ops.mmops.soft_nms(boxes, scores, iou_threshold=0.3, sigma=0.5,
                              min_score=1e-3, method="linear") -> (dets, keep)
-    torch.ops.mmops.bbox_overlaps(bboxes1, bboxes2, mode="iou", aligned=False,
-                                  offset=0) -> Tensor
 keep: int64 indices into the input, by decreasing score (ties: lower index
 first; a NaN score after every number). The wrappers below add mmcv's
 conveniences (dets, offset, score_threshold, max_num, nms_cfg).
@@ -19,7 +16,7 @@ from typing import Any, Dict, Optional, Tuple
 import torch
 from torch import Tensor
 
-# ----------------------------------------------------------------------------- wrappers
+__all__ = ["nms", "batched_nms", "soft_nms"]
 
 
 def _shift_for_offset(boxes: Tensor, offset: int) -> Tensor:
@@ -125,13 +122,3 @@ def batched_nms(boxes: Tensor, scores: Tensor, idxs: Tensor, nms_cfg: Optional[D
             dets, keep = dets[:max_num], keep[:max_num]
         return dets, keep
     raise ValueError(f"mmops.batched_nms: nms_cfg type must be 'nms' or 'soft_nms', got {nms_type!r}")
-
-
-def bbox_overlaps(bboxes1: Tensor, bboxes2: Tensor, mode: str = "iou", aligned: bool = False,
-                  offset: int = 0) -> Tensor:
-    """mmcv.ops.bbox_overlaps: [M, N] overlaps (or [M] when aligned), "iou" or
-    "iof" (over the area of the bboxes1 box); differentiable w.r.t. both sets."""
-    return torch.ops.mmops.bbox_overlaps(bboxes1, bboxes2, mode, bool(aligned), int(offset))
-
-
-__all__ = ["nms", "batched_nms", "soft_nms", "bbox_overlaps"]
