@@ -12,9 +12,15 @@ def pair(value: IntPair, name: str = "output_size") -> List[int]:
     """[h, w] from an int or a pair; `name` is the argument named in the error."""
     if isinstance(value, int):
         return [value, value]
-    values = [int(v) for v in value]
+    # Two branches for TorchScript, which cannot iterate a Union (the modules'
+    # forward calls the wrappers, so this is compiled when a module is scripted);
+    # `value` is not used after them, so that a saved module loads again.
+    if isinstance(value, tuple):
+        values, given = [int(v) for v in value], str(value)
+    else:
+        values, given = [int(v) for v in value], str(value)
     if len(values) != 2:
-        raise ValueError(f"mmops: {name} must be an int or a pair, got {value}")
+        raise ValueError(f"mmops: {name} must be an int or a pair, got {given}")
     return values
 
 
