@@ -17,7 +17,8 @@ namespace {
 using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
 
-// The arguments both ops' backward schemas take after the sizes, saved once.
+// sampling_ratio, pool_mode (parsed once: the forward has validated it) and
+// aligned, which both ops' backward schemas take.
 void save_pooling(AutogradContext* ctx, const char* op, int64_t sampling_ratio, c10::string_view pool_mode,
                   bool aligned) {
   ctx->saved_data["sampling_ratio"] = sampling_ratio;
