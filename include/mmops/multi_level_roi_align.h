@@ -14,6 +14,7 @@ namespace mmops {
 //   rois:           [K, 5] = (batch_index, x1, y1, x2, y2) in image coordinates
 //   spatial_scales: one per map (e.g. 1/4, 1/8, 1/16, 1/32)
 //   output:         [K, C, output_size[0], output_size[1]]
+// See docs/ops/multi_level_roi_align.md.
 at::Tensor multi_level_roi_align(
     at::TensorList features,
     const at::Tensor& rois,

@@ -14,6 +14,7 @@ namespace mmops {
 //   rois:   [K, 5] = (batch_index, x1, y1, x2, y2) in image coordinates, same dtype/device
 //   output: [K, C, output_size[0], output_size[1]]
 // pool_mode is "avg" or "max"; sampling_ratio 0 means adaptive (ceil(roi_size / output_size)).
+// See docs/ops/roi_align.md.
 at::Tensor roi_align(
     const at::Tensor& input,
     const at::Tensor& rois,

@@ -47,9 +47,6 @@ std::tuple<at::Tensor, at::Tensor> roi_align_forward_cuda(
 std::vector<at::Tensor> roi_align_backward_cuda(
     const at::Tensor& grad_output, const at::Tensor& rois, const at::Tensor& argmax,
     const std::vector<std::vector<int64_t>>& feature_shapes, const RoIAlignParams& params);
-
-// True while the current CUDA stream is capturing a graph (no sync allowed).
-bool current_cuda_stream_is_capturing();
 #endif
 
 } // namespace kernels

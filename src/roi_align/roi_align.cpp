@@ -1,12 +1,15 @@
-// mmops::roi_align: schemas, CPU/CUDA registration and the public C++ API.
-// Validation is shared with multi_level_roi_align (roi_align_checks.cpp);
-// kernels live in kernels/roi_align (roi_align is their one-level case), the
-// meta (shape) functions in roi_align_meta.cpp and autograd in roi_align_autograd.cpp.
+// mmops::roi_align and mmops::multi_level_roi_align: schemas, CPU/CUDA
+// registration and the public C++ API. Both ops share validation
+// (roi_align_checks.cpp) and kernels (kernels/roi_align, where roi_align is the
+// one-level case); the meta (shape) functions are in roi_align_meta.cpp and
+// autograd in roi_align_autograd.cpp.
 
 #include "roi_align/roi_align_ops.h"
 #include "common/check_utils.h"
+#include "common/dispatch.h"
 #include "common/roi_checks.h"
 
+#include <mmops/multi_level_roi_align.h>
 #include <mmops/roi_align.h>
 
 #include <torch/library.h>
@@ -26,51 +29,115 @@ TORCH_LIBRARY_FRAGMENT(mmops, m) {
       "_roi_align_backward(Tensor grad_output, Tensor rois, Tensor argmax, SymInt[4] input_shape, "
       "float spatial_scale, int sampling_ratio, str pool_mode, bool aligned) -> Tensor",
       {at::Tag::pt2_compliant_tag});
+
+  m.def(
+      "multi_level_roi_align(Tensor[] features, Tensor rois, SymInt[2] output_size, "
+      "float[] spatial_scales, int sampling_ratio=0, str pool_mode=\"avg\", bool aligned=True, "
+      "int finest_scale=56) -> Tensor",
+      {at::Tag::pt2_compliant_tag});
+  m.def(
+      "_multi_level_roi_align_forward(Tensor[] features, Tensor rois, SymInt[2] output_size, "
+      "float[] spatial_scales, int sampling_ratio, str pool_mode, bool aligned, int finest_scale) "
+      "-> (Tensor output, Tensor argmax)",
+      {at::Tag::pt2_compliant_tag});
+  // feature_sizes = [N, C, H_0, W_0, H_1, W_1, ...]; returns one gradient per map.
+  m.def(
+      "_multi_level_roi_align_backward(Tensor grad_output, Tensor rois, Tensor argmax, "
+      "SymInt[] feature_sizes, float[] spatial_scales, int sampling_ratio, str pool_mode, "
+      "bool aligned, int finest_scale) -> Tensor[]",
+      {at::Tag::pt2_compliant_tag});
 }
 
 namespace mmops {
 namespace {
 
-constexpr const char* kOp = "mmops::roi_align: ";
+constexpr const char* kRoIAlign = "mmops::roi_align: ";
+constexpr const char* kMultiLevel = "mmops::multi_level_roi_align: ";
 
-RoIAlignParams forward_params(
-    const at::Tensor& input, const at::Tensor& rois, c10::SymIntArrayRef output_size,
-    double spatial_scale, int64_t sampling_ratio, c10::string_view pool_mode, bool aligned) {
-  const RoIAlignParams p = detail::check_roi_align_forward(kOp, input, rois, output_size, spatial_scale,
+// Device entries, one instance per device: validate (as the meta kernels do),
+// check the batch index when the index policy says so, then call that device's
+// kernel (Forward / Backward from kernels/roi_align).
+
+RoIAlignParams roi_align_params(const at::Tensor& input, const at::Tensor& rois,
+                                c10::SymIntArrayRef output_size, double spatial_scale,
+                                int64_t sampling_ratio, c10::string_view pool_mode, bool aligned) {
+  const RoIAlignParams p = detail::check_roi_align_forward(kRoIAlign, input, rois, output_size, spatial_scale,
                                                           sampling_ratio, pool_mode, aligned);
-  detail::check_roi_batch_indices(kOp, rois, input.size(0));
+  detail::check_roi_batch_indices(kRoIAlign, rois, input.size(0));
   return p;
 }
 
-// Dispatcher entry points, one instance per device: validate, then call that
-// device's kernel (Forward / Backward from kernels/roi_align).
-
 template <auto Forward>
-at::Tensor roi_align_kernel(const at::Tensor& input, const at::Tensor& rois,
-                            c10::SymIntArrayRef output_size, double spatial_scale,
-                            int64_t sampling_ratio, c10::string_view pool_mode, bool aligned) {
-  const RoIAlignParams p = forward_params(input, rois, output_size, spatial_scale, sampling_ratio, pool_mode, aligned);
+at::Tensor roi_align_entry(const at::Tensor& input, const at::Tensor& rois, c10::SymIntArrayRef output_size,
+                           double spatial_scale, int64_t sampling_ratio, c10::string_view pool_mode,
+                           bool aligned) {
+  const RoIAlignParams p =
+      roi_align_params(input, rois, output_size, spatial_scale, sampling_ratio, pool_mode, aligned);
   return std::get<0>(Forward(input, rois, p, /*with_argmax=*/false));
 }
 
 template <auto Forward>
-std::tuple<at::Tensor, at::Tensor> roi_align_forward_kernel(
-    const at::Tensor& input, const at::Tensor& rois, c10::SymIntArrayRef output_size,
-    double spatial_scale, int64_t sampling_ratio, c10::string_view pool_mode, bool aligned) {
-  const RoIAlignParams p = forward_params(input, rois, output_size, spatial_scale, sampling_ratio, pool_mode, aligned);
+std::tuple<at::Tensor, at::Tensor> roi_align_forward_entry(
+    const at::Tensor& input, const at::Tensor& rois, c10::SymIntArrayRef output_size, double spatial_scale,
+    int64_t sampling_ratio, c10::string_view pool_mode, bool aligned) {
+  const RoIAlignParams p =
+      roi_align_params(input, rois, output_size, spatial_scale, sampling_ratio, pool_mode, aligned);
   return Forward(input, rois, p, /*with_argmax=*/true);
 }
 
 template <auto Backward>
-at::Tensor roi_align_backward_kernel(const at::Tensor& grad_output, const at::Tensor& rois,
-                                     const at::Tensor& argmax, c10::SymIntArrayRef input_shape,
-                                     double spatial_scale, int64_t sampling_ratio,
-                                     c10::string_view pool_mode, bool aligned) {
+at::Tensor roi_align_backward_entry(const at::Tensor& grad_output, const at::Tensor& rois,
+                                    const at::Tensor& argmax, c10::SymIntArrayRef input_shape,
+                                    double spatial_scale, int64_t sampling_ratio,
+                                    c10::string_view pool_mode, bool aligned) {
   const RoIAlignParams p = detail::check_roi_align_backward(
-      kOp, grad_output, rois, argmax, input_shape, spatial_scale, sampling_ratio, pool_mode, aligned);
+      kRoIAlign, grad_output, rois, argmax, input_shape, spatial_scale, sampling_ratio, pool_mode, aligned);
   const std::vector<int64_t> shape = detail::concrete(input_shape);
-  detail::check_roi_batch_indices(kOp, rois, shape[0]);
+  detail::check_roi_batch_indices(kRoIAlign, rois, shape[0]);
   return Backward(grad_output, rois, argmax, {shape}, p)[0];
+}
+
+RoIAlignParams multi_level_params(at::TensorList features, const at::Tensor& rois,
+                                  c10::SymIntArrayRef output_size, c10::ArrayRef<double> spatial_scales,
+                                  int64_t sampling_ratio, c10::string_view pool_mode, bool aligned,
+                                  int64_t finest_scale) {
+  const RoIAlignParams p = detail::check_forward(kMultiLevel, features, /*single=*/false, rois, output_size,
+                                                 spatial_scales, sampling_ratio, pool_mode, aligned,
+                                                 finest_scale);
+  detail::check_roi_batch_indices(kMultiLevel, rois, features.front().size(0));
+  return p;
+}
+
+template <auto Forward>
+at::Tensor multi_level_entry(at::TensorList features, const at::Tensor& rois, c10::SymIntArrayRef output_size,
+                             c10::ArrayRef<double> spatial_scales, int64_t sampling_ratio,
+                             c10::string_view pool_mode, bool aligned, int64_t finest_scale) {
+  const RoIAlignParams p = multi_level_params(features, rois, output_size, spatial_scales, sampling_ratio,
+                                              pool_mode, aligned, finest_scale);
+  return std::get<0>(Forward(features, rois, p, /*with_argmax=*/false));
+}
+
+template <auto Forward>
+std::tuple<at::Tensor, at::Tensor> multi_level_forward_entry(
+    at::TensorList features, const at::Tensor& rois, c10::SymIntArrayRef output_size,
+    c10::ArrayRef<double> spatial_scales, int64_t sampling_ratio, c10::string_view pool_mode, bool aligned,
+    int64_t finest_scale) {
+  const RoIAlignParams p = multi_level_params(features, rois, output_size, spatial_scales, sampling_ratio,
+                                              pool_mode, aligned, finest_scale);
+  return Forward(features, rois, p, /*with_argmax=*/true);
+}
+
+template <auto Backward>
+std::vector<at::Tensor> multi_level_backward_entry(
+    const at::Tensor& grad_output, const at::Tensor& rois, const at::Tensor& argmax,
+    c10::SymIntArrayRef feature_sizes, c10::ArrayRef<double> spatial_scales, int64_t sampling_ratio,
+    c10::string_view pool_mode, bool aligned, int64_t finest_scale) {
+  const RoIAlignParams p = detail::check_multi_level_roi_align_backward(
+      kMultiLevel, grad_output, rois, argmax, feature_sizes, spatial_scales, sampling_ratio, pool_mode,
+      aligned, finest_scale);
+  const std::vector<int64_t> sizes = detail::concrete(feature_sizes);
+  detail::check_roi_batch_indices(kMultiLevel, rois, sizes[0]);
+  return Backward(grad_output, rois, argmax, detail::feature_shapes<int64_t>(sizes), p);
 }
 
 } // namespace
@@ -78,28 +145,40 @@ at::Tensor roi_align_backward_kernel(const at::Tensor& grad_output, const at::Te
 at::Tensor roi_align(const at::Tensor& input, const at::Tensor& rois, at::IntArrayRef output_size,
                      double spatial_scale, int64_t sampling_ratio, c10::string_view pool_mode,
                      bool aligned) {
-  static auto op = c10::Dispatcher::singleton()
-                       .findSchemaOrThrow("mmops::roi_align", "")
-                       .typed<at::Tensor(const at::Tensor&, const at::Tensor&, c10::SymIntArrayRef,
-                                         double, int64_t, c10::string_view, bool)>();
-  return op.call(input, rois, c10::fromIntArrayRefSlow(output_size), spatial_scale,
-                 sampling_ratio, pool_mode, aligned);
+  static const auto op = detail::op_handle<RoIAlignFn>("mmops::roi_align");
+  return op.call(input, rois, c10::fromIntArrayRefSlow(output_size), spatial_scale, sampling_ratio,
+                 pool_mode, aligned);
+}
+
+at::Tensor multi_level_roi_align(at::TensorList features, const at::Tensor& rois,
+                                 at::IntArrayRef output_size, at::ArrayRef<double> spatial_scales,
+                                 int64_t sampling_ratio, c10::string_view pool_mode, bool aligned,
+                                 int64_t finest_scale) {
+  static const auto op = detail::op_handle<MultiLevelRoIAlignFn>("mmops::multi_level_roi_align");
+  return op.call(features, rois, c10::fromIntArrayRefSlow(output_size), spatial_scales, sampling_ratio,
+                 pool_mode, aligned, finest_scale);
 }
 
 } // namespace mmops
 
 TORCH_LIBRARY_IMPL(mmops, CPU, m) {
   using namespace mmops;
-  m.impl("roi_align", &roi_align_kernel<kernels::roi_align_forward_cpu>);
-  m.impl("_roi_align_forward", &roi_align_forward_kernel<kernels::roi_align_forward_cpu>);
-  m.impl("_roi_align_backward", &roi_align_backward_kernel<kernels::roi_align_backward_cpu>);
+  m.impl("roi_align", &roi_align_entry<kernels::roi_align_forward_cpu>);
+  m.impl("_roi_align_forward", &roi_align_forward_entry<kernels::roi_align_forward_cpu>);
+  m.impl("_roi_align_backward", &roi_align_backward_entry<kernels::roi_align_backward_cpu>);
+  m.impl("multi_level_roi_align", &multi_level_entry<kernels::roi_align_forward_cpu>);
+  m.impl("_multi_level_roi_align_forward", &multi_level_forward_entry<kernels::roi_align_forward_cpu>);
+  m.impl("_multi_level_roi_align_backward", &multi_level_backward_entry<kernels::roi_align_backward_cpu>);
 }
 
 #ifdef MMOPS_WITH_CUDA
 TORCH_LIBRARY_IMPL(mmops, CUDA, m) {
   using namespace mmops;
-  m.impl("roi_align", &roi_align_kernel<kernels::roi_align_forward_cuda>);
-  m.impl("_roi_align_forward", &roi_align_forward_kernel<kernels::roi_align_forward_cuda>);
-  m.impl("_roi_align_backward", &roi_align_backward_kernel<kernels::roi_align_backward_cuda>);
+  m.impl("roi_align", &roi_align_entry<kernels::roi_align_forward_cuda>);
+  m.impl("_roi_align_forward", &roi_align_forward_entry<kernels::roi_align_forward_cuda>);
+  m.impl("_roi_align_backward", &roi_align_backward_entry<kernels::roi_align_backward_cuda>);
+  m.impl("multi_level_roi_align", &multi_level_entry<kernels::roi_align_forward_cuda>);
+  m.impl("_multi_level_roi_align_forward", &multi_level_forward_entry<kernels::roi_align_forward_cuda>);
+  m.impl("_multi_level_roi_align_backward", &multi_level_backward_entry<kernels::roi_align_backward_cuda>);
 }
 #endif

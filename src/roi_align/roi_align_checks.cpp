@@ -5,28 +5,14 @@
 #include "common/check_utils.h"
 #include "common/roi_checks.h"
 
-#include <mmops/config.h>
-
-#include <ATen/ops/select.h>
 #include <c10/core/SymInt.h>
 
 #include <cmath>
-#include <sstream>
 #include <string>
 
 namespace mmops {
 namespace detail {
 namespace {
-
-PoolMode parse_pool_mode(const char* op, c10::string_view pool_mode) {
-  if (pool_mode == "avg") {
-    return PoolMode::Avg;
-  }
-  if (pool_mode == "max") {
-    return PoolMode::Max;
-  }
-  TORCH_CHECK(false, op, "pool_mode must be \"avg\" or \"max\", but got \"", std::string(pool_mode), "\"");
-}
 
 // rois, scales, sampling ratio, pool mode: what forward and backward share.
 RoIAlignParams check_common(const char* op, const at::Tensor& rois, c10::ArrayRef<double> spatial_scales,
@@ -45,7 +31,7 @@ RoIAlignParams check_common(const char* op, const at::Tensor& rois, c10::ArrayRe
   TORCH_CHECK(finest_scale > 0, op, "finest_scale must be positive, but got ", finest_scale);
   RoIAlignParams p{};
   p.sampling_ratio = sampling_ratio;
-  p.pool_mode = parse_pool_mode(op, pool_mode);
+  p.pool_mode = parse_choice(op, "pool_mode", pool_mode, kPoolModes);
   p.aligned = aligned;
   p.num_levels = static_cast<int>(spatial_scales.size());
   for (size_t l = 0; l < spatial_scales.size(); ++l) {
@@ -134,6 +120,17 @@ RoIAlignParams check_roi_align_backward(const char* op, const at::Tensor& grad_o
               input_shape.size());
   return check_backward(op, grad_output, rois, argmax, input_shape[1], spatial_scale, sampling_ratio,
                         pool_mode, aligned, kSingleMapFinestScale);
+}
+
+RoIAlignParams check_multi_level_roi_align_backward(
+    const char* op, const at::Tensor& grad_output, const at::Tensor& rois, const at::Tensor& argmax,
+    c10::SymIntArrayRef feature_sizes, c10::ArrayRef<double> spatial_scales, int64_t sampling_ratio,
+    c10::string_view pool_mode, bool aligned, int64_t finest_scale) {
+  TORCH_CHECK(feature_sizes.size() == 2 + 2 * spatial_scales.size(), op,
+              "expected feature_sizes = [N, C, H_0, W_0, ...] with 2 + 2 * ", spatial_scales.size(),
+              " values, but got ", feature_sizes.size());
+  return check_backward(op, grad_output, rois, argmax, feature_sizes[1], spatial_scales, sampling_ratio,
+                        pool_mode, aligned, finest_scale);
 }
 
 } // namespace detail

@@ -1,19 +1,45 @@
 #pragma once
 // Internal pieces of roi_align and multi_level_roi_align shared by their
-// registration, meta and autograd files: validation and typed dispatcher handles.
+// registration, meta and autograd files: validation, the pool_mode choices and
+// one dispatcher signature per schema (used through detail::op_handle).
 
 #include "roi_align/roi_align_kernels.h"
 
 #include <ATen/core/Tensor.h>
-#include <ATen/core/dispatch/Dispatcher.h>
 #include <c10/core/SymIntArrayRef.h>
+#include <c10/util/ArrayRef.h>
 #include <c10/util/string_view.h>
 
+#include <cstddef>
+#include <cstdint>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 namespace mmops {
+
+// Signatures of the schemas in roi_align.cpp.
+using RoIAlignFn = at::Tensor(const at::Tensor&, const at::Tensor&, c10::SymIntArrayRef, double, int64_t,
+                              c10::string_view, bool);
+using RoIAlignForwardFn = std::tuple<at::Tensor, at::Tensor>(const at::Tensor&, const at::Tensor&,
+                                                             c10::SymIntArrayRef, double, int64_t,
+                                                             c10::string_view, bool);
+using RoIAlignBackwardFn = at::Tensor(const at::Tensor&, const at::Tensor&, const at::Tensor&,
+                                      c10::SymIntArrayRef, double, int64_t, c10::string_view, bool);
+using MultiLevelRoIAlignFn = at::Tensor(at::TensorList, const at::Tensor&, c10::SymIntArrayRef,
+                                        c10::ArrayRef<double>, int64_t, c10::string_view, bool, int64_t);
+using MultiLevelRoIAlignForwardFn = std::tuple<at::Tensor, at::Tensor>(
+    at::TensorList, const at::Tensor&, c10::SymIntArrayRef, c10::ArrayRef<double>, int64_t,
+    c10::string_view, bool, int64_t);
+using MultiLevelRoIAlignBackwardFn = std::vector<at::Tensor>(
+    const at::Tensor&, const at::Tensor&, const at::Tensor&, c10::SymIntArrayRef, c10::ArrayRef<double>,
+    int64_t, c10::string_view, bool, int64_t);
+
 namespace detail {
+
+// The pool_mode strings (for parse_choice / choice_name).
+inline constexpr std::pair<const char*, PoolMode> kPoolModes[] = {{"avg", PoolMode::Avg},
+                                                                   {"max", PoolMode::Max}};
 
 // Checks every argument of a forward call (shapes, dtypes, devices, values)
 // and returns them parsed; `single` names the one feature map "input".
@@ -39,60 +65,21 @@ RoIAlignParams check_roi_align_backward(const char* op, const at::Tensor& grad_o
                                         int64_t sampling_ratio, c10::string_view pool_mode,
                                         bool aligned);
 
+// multi_level_roi_align's backward: feature_sizes = [N, C, H_0, W_0, H_1, W_1, ...].
+RoIAlignParams check_multi_level_roi_align_backward(
+    const char* op, const at::Tensor& grad_output, const at::Tensor& rois, const at::Tensor& argmax,
+    c10::SymIntArrayRef feature_sizes, c10::ArrayRef<double> spatial_scales, int64_t sampling_ratio,
+    c10::string_view pool_mode, bool aligned, int64_t finest_scale);
+
+// [N, C, H_l, W_l] of each map from feature_sizes (int64_t or c10::SymInt).
+template <typename T>
+std::vector<std::vector<T>> feature_shapes(c10::ArrayRef<T> sizes) {
+  std::vector<std::vector<T>> shapes;
+  for (size_t i = 2; i + 1 < sizes.size(); i += 2) {
+    shapes.push_back({sizes[0], sizes[1], sizes[i], sizes[i + 1]});
+  }
+  return shapes;
+}
+
 } // namespace detail
-
-namespace ops {
-
-inline std::tuple<at::Tensor, at::Tensor> roi_align_forward(
-    const at::Tensor& input, const at::Tensor& rois, c10::SymIntArrayRef output_size,
-    double spatial_scale, int64_t sampling_ratio, c10::string_view pool_mode, bool aligned) {
-  static auto op = c10::Dispatcher::singleton()
-                       .findSchemaOrThrow("mmops::_roi_align_forward", "")
-                       .typed<std::tuple<at::Tensor, at::Tensor>(
-                           const at::Tensor&, const at::Tensor&, c10::SymIntArrayRef, double,
-                           int64_t, c10::string_view, bool)>();
-  return op.call(input, rois, output_size, spatial_scale, sampling_ratio, pool_mode, aligned);
-}
-
-inline at::Tensor roi_align_backward(
-    const at::Tensor& grad_output, const at::Tensor& rois, const at::Tensor& argmax,
-    c10::SymIntArrayRef input_shape, double spatial_scale, int64_t sampling_ratio,
-    c10::string_view pool_mode, bool aligned) {
-  static auto op = c10::Dispatcher::singleton()
-                       .findSchemaOrThrow("mmops::_roi_align_backward", "")
-                       .typed<at::Tensor(const at::Tensor&, const at::Tensor&, const at::Tensor&,
-                                         c10::SymIntArrayRef, double, int64_t, c10::string_view,
-                                         bool)>();
-  return op.call(grad_output, rois, argmax, input_shape, spatial_scale, sampling_ratio, pool_mode,
-                 aligned);
-}
-
-inline std::tuple<at::Tensor, at::Tensor> multi_level_roi_align_forward(
-    at::TensorList features, const at::Tensor& rois, c10::SymIntArrayRef output_size,
-    c10::ArrayRef<double> spatial_scales, int64_t sampling_ratio, c10::string_view pool_mode,
-    bool aligned, int64_t finest_scale) {
-  static auto op = c10::Dispatcher::singleton()
-                       .findSchemaOrThrow("mmops::_multi_level_roi_align_forward", "")
-                       .typed<std::tuple<at::Tensor, at::Tensor>(
-                           at::TensorList, const at::Tensor&, c10::SymIntArrayRef,
-                           c10::ArrayRef<double>, int64_t, c10::string_view, bool, int64_t)>();
-  return op.call(features, rois, output_size, spatial_scales, sampling_ratio, pool_mode, aligned,
-                 finest_scale);
-}
-
-inline std::vector<at::Tensor> multi_level_roi_align_backward(
-    const at::Tensor& grad_output, const at::Tensor& rois, const at::Tensor& argmax,
-    c10::SymIntArrayRef feature_sizes, c10::ArrayRef<double> spatial_scales,
-    int64_t sampling_ratio, c10::string_view pool_mode, bool aligned, int64_t finest_scale) {
-  static auto op = c10::Dispatcher::singleton()
-                       .findSchemaOrThrow("mmops::_multi_level_roi_align_backward", "")
-                       .typed<std::vector<at::Tensor>(
-                           const at::Tensor&, const at::Tensor&, const at::Tensor&,
-                           c10::SymIntArrayRef, c10::ArrayRef<double>, int64_t, c10::string_view,
-                           bool, int64_t)>();
-  return op.call(grad_output, rois, argmax, feature_sizes, spatial_scales, sampling_ratio,
-                 pool_mode, aligned, finest_scale);
-}
-
-} // namespace ops
 } // namespace mmops
