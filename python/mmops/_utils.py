@@ -12,9 +12,17 @@ def pair(value: IntPair, name: str = "output_size") -> List[int]:
     """[h, w] from an int or a pair; `name` is the argument named in the error."""
     if isinstance(value, int):
         return [value, value]
-    values = [int(v) for v in value]
+    # TorchScript iterates a list or a tuple but not their Union: each branch
+    # refines the type first, and nothing of the refined type outlives it
+    # (a scripted module that would join the two types saves but fails to load).
+    if isinstance(value, list):
+        values = [int(v) for v in value]
+        text = str(value)
+    else:
+        values = [int(v) for v in value]
+        text = str(value)
     if len(values) != 2:
-        raise ValueError(f"mmops: {name} must be an int or a pair, got {value}")
+        raise ValueError(f"mmops: {name} must be an int or a pair, got {text}")
     return values
 
 
