@@ -166,7 +166,8 @@ def main() -> int:
     tv = torchvision.__version__ if torchvision is not None else "not installed"
     print(f"focal loss benchmark on {where}: torch {torch.__version__}, torchvision {tv}, "
           f"mmops from {getattr(mmops, 'library_path', '?')}")
-    print(f"median of {run.iters} iterations after {run.warmup} warm-ups; ratio = baseline / mmops (>1: mmops faster)\n")
+    print(f"median of {run.iters} iterations after {run.warmup} warm-ups; "
+          f"ratio = baseline / mmops (>1: mmops faster)\n")
 
     rows, problems = [], []
     for case in cases:
