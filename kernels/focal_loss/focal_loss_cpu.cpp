@@ -109,11 +109,11 @@ at::Tensor sigmoid_forward(const FocalInputs& in, const FocalLossParams& p) {
 
 // grad_output is [N, C] (none) or a 0-d tensor.
 template <typename scalar_t>
-at::Tensor sigmoid_backward(const at::Tensor& grad_output, const FocalInputs& in, const FocalLossParams& p) {
+at::Tensor sigmoid_backward(const FocalInputs& in, const FocalLossParams& p) {
   using acc_t = at::opmath_type<scalar_t>;
   const FocalRows<scalar_t> r(in, p);
   at::Tensor grad = at::empty({r.rows, r.classes}, in.input.options());
-  const scalar_t* go = grad_output.const_data_ptr<scalar_t>();
+  const scalar_t* go = in.grad_output.const_data_ptr<scalar_t>();
   const bool elementwise = p.reduction == Reduction::None;
   const acc_t scale = static_cast<acc_t>(reduction_scale(p, r.rows));
   scalar_t* g = grad.mutable_data_ptr<scalar_t>();
@@ -178,11 +178,11 @@ at::Tensor softmax_forward(const FocalInputs& in, const FocalLossParams& p) {
 }
 
 template <typename scalar_t>
-at::Tensor softmax_backward(const at::Tensor& grad_output, const FocalInputs& in, const FocalLossParams& p) {
+at::Tensor softmax_backward(const FocalInputs& in, const FocalLossParams& p) {
   using acc_t = at::opmath_type<scalar_t>;
   const FocalRows<scalar_t> r(in, p);
   at::Tensor grad = at::empty({r.rows, r.classes}, in.input.options());
-  const scalar_t* go = grad_output.const_data_ptr<scalar_t>();
+  const scalar_t* go = in.grad_output.const_data_ptr<scalar_t>();
   const bool elementwise = p.reduction == Reduction::None;
   const acc_t scale = static_cast<acc_t>(reduction_scale(p, r.rows));
   scalar_t* g = grad.mutable_data_ptr<scalar_t>();
@@ -225,10 +225,9 @@ at::Tensor sigmoid_focal_loss_forward_cpu(const at::Tensor& input, const at::Ten
 at::Tensor sigmoid_focal_loss_backward_cpu(const at::Tensor& grad_output, const at::Tensor& input,
                                            const at::Tensor& target, const at::Tensor& weight,
                                            const FocalLossParams& p) {
-  const FocalInputs in(input, target, weight);
-  const at::Tensor go = grad_output.contiguous();
+  const FocalInputs in(input, target, weight, grad_output);
   return MMOPS_FOCAL_DISPATCH(input.scalar_type(), "mmops::sigmoid_focal_loss backward (CPU)", [&] {
-    return sigmoid_backward<scalar_t>(go, in, p);
+    return sigmoid_backward<scalar_t>(in, p);
   });
 }
 
@@ -243,10 +242,9 @@ at::Tensor softmax_focal_loss_forward_cpu(const at::Tensor& input, const at::Ten
 at::Tensor softmax_focal_loss_backward_cpu(const at::Tensor& grad_output, const at::Tensor& input,
                                            const at::Tensor& target, const at::Tensor& weight,
                                            const FocalLossParams& p) {
-  const FocalInputs in(input, target, weight);
-  const at::Tensor go = grad_output.contiguous();
+  const FocalInputs in(input, target, weight, grad_output);
   return MMOPS_FOCAL_DISPATCH(input.scalar_type(), "mmops::softmax_focal_loss backward (CPU)", [&] {
-    return softmax_backward<scalar_t>(go, in, p);
+    return softmax_backward<scalar_t>(in, p);
   });
 }
 

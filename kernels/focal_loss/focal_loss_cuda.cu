@@ -350,8 +350,7 @@ at::Tensor sigmoid_focal_loss_backward_cuda(const at::Tensor& grad_output_, cons
                                             const FocalLossParams& p) {
   c10::cuda::CUDAGuard device_guard(input_.device());
   cudaStream_t stream = c10::cuda::getCurrentCUDAStream();
-  const FocalInputs in(input_, target_, weight_);
-  const at::Tensor grad_output = grad_output_.contiguous();
+  const FocalInputs in(input_, target_, weight_, grad_output_);
   const int64_t rows = in.input.size(0), classes = in.input.size(1), total = in.input.numel();
   at::Tensor grad = at::empty({rows, classes}, in.input.options());
   if (total == 0) {
@@ -362,7 +361,7 @@ at::Tensor sigmoid_focal_loss_backward_cuda(const at::Tensor& grad_output_, cons
     with_index_type(total, [&](auto index_tag) {
       using index_t = decltype(index_tag);
       sigmoid_backward_kernel<scalar_t, index_t><<<elementwise_blocks(total), kThreads, 0, stream>>>(
-          grad_output.const_data_ptr<scalar_t>(), p.reduction == Reduction::None,
+          in.grad_output.const_data_ptr<scalar_t>(), p.reduction == Reduction::None,
           in.input.const_data_ptr<scalar_t>(), in.target.const_data_ptr<int64_t>(), in.weight_data<scalar_t>(),
           grad.mutable_data_ptr<scalar_t>(), total, classes, static_cast<acc_t>(p.gamma),
           static_cast<acc_t>(p.alpha), static_cast<acc_t>(reduction_scale(p, rows)));
@@ -402,8 +401,7 @@ at::Tensor softmax_focal_loss_backward_cuda(const at::Tensor& grad_output_, cons
                                             const FocalLossParams& p) {
   c10::cuda::CUDAGuard device_guard(input_.device());
   cudaStream_t stream = c10::cuda::getCurrentCUDAStream();
-  const FocalInputs in(input_, target_, weight_);
-  const at::Tensor grad_output = grad_output_.contiguous();
+  const FocalInputs in(input_, target_, weight_, grad_output_);
   const int64_t rows = in.input.size(0), classes = in.input.size(1);
   at::Tensor grad = at::empty({rows, classes}, in.input.options());
   if (grad.numel() == 0) {
@@ -412,7 +410,7 @@ at::Tensor softmax_focal_loss_backward_cuda(const at::Tensor& grad_output_, cons
   MMOPS_FOCAL_DISPATCH(in.input.scalar_type(), "mmops::softmax_focal_loss backward (CUDA)", [&] {
     using acc_t = at::opmath_type<scalar_t>;
     softmax_backward_kernel<scalar_t><<<elementwise_blocks(rows * 32), kThreads, 0, stream>>>(
-        grad_output.const_data_ptr<scalar_t>(), p.reduction == Reduction::None,
+        in.grad_output.const_data_ptr<scalar_t>(), p.reduction == Reduction::None,
         in.input.const_data_ptr<scalar_t>(), in.target.const_data_ptr<int64_t>(), in.weight_data<scalar_t>(),
         grad.mutable_data_ptr<scalar_t>(), rows, classes, static_cast<acc_t>(p.gamma),
         static_cast<acc_t>(p.alpha), static_cast<acc_t>(reduction_scale(p, rows)));

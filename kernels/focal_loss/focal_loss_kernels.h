@@ -18,14 +18,16 @@ struct FocalLossParams {
 };
 
 // A call's tensors as the kernels read them: contiguous (weight stays
-// undefined when not given).
+// undefined when not given, grad_output in a forward call).
 struct FocalInputs {
-  at::Tensor input, target, weight;
+  at::Tensor input, target, weight, grad_output;
 
-  FocalInputs(const at::Tensor& input_, const at::Tensor& target_, const at::Tensor& weight_)
+  FocalInputs(const at::Tensor& input_, const at::Tensor& target_, const at::Tensor& weight_,
+              const at::Tensor& grad_output_ = at::Tensor())
       : input(input_.contiguous()),
         target(target_.contiguous()),
-        weight(weight_.defined() ? weight_.contiguous() : weight_) {}
+        weight(weight_.defined() ? weight_.contiguous() : weight_),
+        grad_output(grad_output_.defined() ? grad_output_.contiguous() : grad_output_) {}
 
   // The class weights, or null without them.
   template <typename scalar_t>
