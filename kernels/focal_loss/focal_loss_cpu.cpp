@@ -55,13 +55,12 @@ struct FocalRows {
   const scalar_t* w;  // class weights [C] or null
   acc_t gamma, alpha;
 
-  FocalRows(const at::Tensor& input, const at::Tensor& target, const at::Tensor& weight,
-            const FocalLossParams& p)
-      : rows(input.size(0)),
-        classes(input.size(1)),
-        x(input.const_data_ptr<scalar_t>()),
-        t(target.const_data_ptr<int64_t>()),
-        w(weight.defined() ? weight.const_data_ptr<scalar_t>() : nullptr),
+  FocalRows(const FocalInputs& in, const FocalLossParams& p)
+      : rows(in.input.size(0)),
+        classes(in.input.size(1)),
+        x(in.input.const_data_ptr<scalar_t>()),
+        t(in.target.const_data_ptr<int64_t>()),
+        w(in.weight_data<scalar_t>()),
         gamma(static_cast<acc_t>(p.gamma)),
         alpha(static_cast<acc_t>(p.alpha)) {}
 
@@ -73,12 +72,11 @@ struct FocalRows {
 };
 
 template <typename scalar_t>
-at::Tensor sigmoid_forward(const at::Tensor& input, const at::Tensor& target,
-                           const at::Tensor& weight, const FocalLossParams& p) {
+at::Tensor sigmoid_forward(const FocalInputs& in, const FocalLossParams& p) {
   using acc_t = at::opmath_type<scalar_t>;
-  const FocalRows<scalar_t> r(input, target, weight, p);
+  const FocalRows<scalar_t> r(in, p);
   if (p.reduction == Reduction::None) {
-    at::Tensor out = at::empty({r.rows, r.classes}, input.options());
+    at::Tensor out = at::empty({r.rows, r.classes}, in.input.options());
     scalar_t* o = out.mutable_data_ptr<scalar_t>();
     at::parallel_for(0, r.rows, kChunkRows, [&](int64_t begin, int64_t end) {
       for (int64_t n = begin; n < end; ++n) {
@@ -96,7 +94,7 @@ at::Tensor sigmoid_forward(const at::Tensor& input, const at::Tensor& target,
     });
     return out;
   }
-  return reduce_rows(input, p, [&](int64_t n) -> acc_t {
+  return reduce_rows(in.input, p, [&](int64_t n) -> acc_t {
     const int64_t tn = r.t[n];
     if (!valid_sigmoid_target(tn, r.classes)) {
       return acc_t(0);
@@ -111,13 +109,11 @@ at::Tensor sigmoid_forward(const at::Tensor& input, const at::Tensor& target,
 
 // grad_output is [N, C] (none) or a 0-d tensor.
 template <typename scalar_t>
-at::Tensor sigmoid_backward(const at::Tensor& grad_output, const at::Tensor& input,
-                            const at::Tensor& target, const at::Tensor& weight,
-                            const FocalLossParams& p) {
+at::Tensor sigmoid_backward(const FocalInputs& in, const FocalLossParams& p) {
   using acc_t = at::opmath_type<scalar_t>;
-  const FocalRows<scalar_t> r(input, target, weight, p);
-  at::Tensor grad = at::empty({r.rows, r.classes}, input.options());
-  const scalar_t* go = grad_output.const_data_ptr<scalar_t>();
+  const FocalRows<scalar_t> r(in, p);
+  at::Tensor grad = at::empty({r.rows, r.classes}, in.input.options());
+  const scalar_t* go = in.grad_output.const_data_ptr<scalar_t>();
   const bool elementwise = p.reduction == Reduction::None;
   const acc_t scale = static_cast<acc_t>(reduction_scale(p, r.rows));
   scalar_t* g = grad.mutable_data_ptr<scalar_t>();
@@ -155,10 +151,9 @@ inline void row_stats(const scalar_t* xr, int64_t classes, acc_t& mx, acc_t& log
 }
 
 template <typename scalar_t>
-at::Tensor softmax_forward(const at::Tensor& input, const at::Tensor& target,
-                           const at::Tensor& weight, const FocalLossParams& p) {
+at::Tensor softmax_forward(const FocalInputs& in, const FocalLossParams& p) {
   using acc_t = at::opmath_type<scalar_t>;
-  const FocalRows<scalar_t> r(input, target, weight, p);
+  const FocalRows<scalar_t> r(in, p);
   auto row_loss = [&](int64_t n) -> acc_t {
     const int64_t tn = r.t[n];
     if (!valid_softmax_target(tn, r.classes)) {
@@ -170,7 +165,7 @@ at::Tensor softmax_forward(const at::Tensor& input, const at::Tensor& target,
     return softmax_focal_loss(log_p, r.gamma, r.alpha) * r.class_weight(tn);
   };
   if (p.reduction == Reduction::None) {
-    at::Tensor out = at::empty({r.rows}, input.options());
+    at::Tensor out = at::empty({r.rows}, in.input.options());
     scalar_t* o = out.mutable_data_ptr<scalar_t>();
     at::parallel_for(0, r.rows, kChunkRows, [&](int64_t begin, int64_t end) {
       for (int64_t n = begin; n < end; ++n) {
@@ -179,17 +174,15 @@ at::Tensor softmax_forward(const at::Tensor& input, const at::Tensor& target,
     });
     return out;
   }
-  return reduce_rows(input, p, row_loss);
+  return reduce_rows(in.input, p, row_loss);
 }
 
 template <typename scalar_t>
-at::Tensor softmax_backward(const at::Tensor& grad_output, const at::Tensor& input,
-                            const at::Tensor& target, const at::Tensor& weight,
-                            const FocalLossParams& p) {
+at::Tensor softmax_backward(const FocalInputs& in, const FocalLossParams& p) {
   using acc_t = at::opmath_type<scalar_t>;
-  const FocalRows<scalar_t> r(input, target, weight, p);
-  at::Tensor grad = at::empty({r.rows, r.classes}, input.options());
-  const scalar_t* go = grad_output.const_data_ptr<scalar_t>();
+  const FocalRows<scalar_t> r(in, p);
+  at::Tensor grad = at::empty({r.rows, r.classes}, in.input.options());
+  const scalar_t* go = in.grad_output.const_data_ptr<scalar_t>();
   const bool elementwise = p.reduction == Reduction::None;
   const acc_t scale = static_cast<acc_t>(reduction_scale(p, r.rows));
   scalar_t* g = grad.mutable_data_ptr<scalar_t>();
@@ -221,43 +214,37 @@ at::Tensor softmax_backward(const at::Tensor& grad_output, const at::Tensor& inp
 #define MMOPS_FOCAL_DISPATCH(dtype, name, ...) \
   AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, dtype, name, __VA_ARGS__)
 
-at::Tensor sigmoid_focal_loss_forward_cpu(const at::Tensor& input_, const at::Tensor& target_,
-                                          const at::Tensor& weight_, const FocalLossParams& p) {
-  const at::Tensor input = input_.contiguous(), target = target_.contiguous();
-  const at::Tensor weight = weight_.defined() ? weight_.contiguous() : weight_;
+at::Tensor sigmoid_focal_loss_forward_cpu(const at::Tensor& input, const at::Tensor& target,
+                                          const at::Tensor& weight, const FocalLossParams& p) {
+  const FocalInputs in(input, target, weight);
   return MMOPS_FOCAL_DISPATCH(input.scalar_type(), "mmops::sigmoid_focal_loss (CPU)", [&] {
-    return sigmoid_forward<scalar_t>(input, target, weight, p);
+    return sigmoid_forward<scalar_t>(in, p);
   });
 }
 
-at::Tensor sigmoid_focal_loss_backward_cpu(const at::Tensor& grad_output_, const at::Tensor& input_,
-                                           const at::Tensor& target_, const at::Tensor& weight_,
+at::Tensor sigmoid_focal_loss_backward_cpu(const at::Tensor& grad_output, const at::Tensor& input,
+                                           const at::Tensor& target, const at::Tensor& weight,
                                            const FocalLossParams& p) {
-  const at::Tensor input = input_.contiguous(), target = target_.contiguous();
-  const at::Tensor grad_output = grad_output_.contiguous();
-  const at::Tensor weight = weight_.defined() ? weight_.contiguous() : weight_;
+  const FocalInputs in(input, target, weight, grad_output);
   return MMOPS_FOCAL_DISPATCH(input.scalar_type(), "mmops::sigmoid_focal_loss backward (CPU)", [&] {
-    return sigmoid_backward<scalar_t>(grad_output, input, target, weight, p);
+    return sigmoid_backward<scalar_t>(in, p);
   });
 }
 
-at::Tensor softmax_focal_loss_forward_cpu(const at::Tensor& input_, const at::Tensor& target_,
-                                          const at::Tensor& weight_, const FocalLossParams& p) {
-  const at::Tensor input = input_.contiguous(), target = target_.contiguous();
-  const at::Tensor weight = weight_.defined() ? weight_.contiguous() : weight_;
+at::Tensor softmax_focal_loss_forward_cpu(const at::Tensor& input, const at::Tensor& target,
+                                          const at::Tensor& weight, const FocalLossParams& p) {
+  const FocalInputs in(input, target, weight);
   return MMOPS_FOCAL_DISPATCH(input.scalar_type(), "mmops::softmax_focal_loss (CPU)", [&] {
-    return softmax_forward<scalar_t>(input, target, weight, p);
+    return softmax_forward<scalar_t>(in, p);
   });
 }
 
-at::Tensor softmax_focal_loss_backward_cpu(const at::Tensor& grad_output_, const at::Tensor& input_,
-                                           const at::Tensor& target_, const at::Tensor& weight_,
+at::Tensor softmax_focal_loss_backward_cpu(const at::Tensor& grad_output, const at::Tensor& input,
+                                           const at::Tensor& target, const at::Tensor& weight,
                                            const FocalLossParams& p) {
-  const at::Tensor input = input_.contiguous(), target = target_.contiguous();
-  const at::Tensor grad_output = grad_output_.contiguous();
-  const at::Tensor weight = weight_.defined() ? weight_.contiguous() : weight_;
+  const FocalInputs in(input, target, weight, grad_output);
   return MMOPS_FOCAL_DISPATCH(input.scalar_type(), "mmops::softmax_focal_loss backward (CPU)", [&] {
-    return softmax_backward<scalar_t>(grad_output, input, target, weight, p);
+    return softmax_backward<scalar_t>(in, p);
   });
 }
 

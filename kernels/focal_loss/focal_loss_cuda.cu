@@ -21,13 +21,13 @@
 #include <ATen/ops/empty.h>
 #include <c10/cuda/CUDAException.h>
 #include <c10/cuda/CUDAFunctions.h>
-#include <c10/cuda/CUDAGraphsC10Utils.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
 
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <type_traits>
 
 namespace mmops {
 namespace kernels {
@@ -283,9 +283,33 @@ ReductionScratch make_scratch(const at::Tensor& like, int64_t blocks, size_t acc
   return s;
 }
 
-// 32-bit element indices when no index (plus one grid stride, at most 2^28) can overflow.
-bool fits_int32(int64_t total) {
-  return total + (int64_t(1) << 28) <= std::numeric_limits<int32_t>::max();
+// A forward kernel launch, reducing or not: calls
+// launch(std::bool_constant<reduce>{}, blocks, partials, ticket) with the
+// fixed reduction grid and fresh scratch, or with an elementwise grid and no
+// scratch, for `work_items` threads' worth of work.
+template <typename acc_t, typename Launch>
+void launch_forward(bool reduce, int64_t work_items, const at::Tensor& like, cudaStream_t stream,
+                    Launch&& launch) {
+  if (reduce) {
+    const int64_t blocks = reduction_blocks(work_items);
+    ReductionScratch s = make_scratch(like, blocks, sizeof(acc_t), stream);
+    launch(std::true_type{}, blocks, static_cast<acc_t*>(s.partials), s.ticket);
+  } else {
+    launch(std::false_type{}, elementwise_blocks(work_items), static_cast<acc_t*>(nullptr),
+           static_cast<unsigned int*>(nullptr));
+  }
+  C10_CUDA_KERNEL_LAUNCH_CHECK();
+}
+
+// Calls launch(index_t{}) with 32-bit element indices when no index (plus one
+// grid stride, at most 2^28) can overflow, else with 64-bit ones.
+template <typename Launch>
+void with_index_type(int64_t total, Launch&& launch) {
+  if (total + (int64_t(1) << 28) <= std::numeric_limits<int32_t>::max()) {
+    launch(int32_t{});
+  } else {
+    launch(int64_t{});
+  }
 }
 
 #define MMOPS_FOCAL_DISPATCH(dtype, name, ...) \
@@ -293,48 +317,30 @@ bool fits_int32(int64_t total) {
 
 } // namespace
 
-bool focal_loss_stream_is_capturing() {
-  return c10::cuda::currentStreamCaptureStatusMayInitCtx() != c10::cuda::CaptureStatus::None;
-}
-
 at::Tensor sigmoid_focal_loss_forward_cuda(const at::Tensor& input_, const at::Tensor& target_,
                                            const at::Tensor& weight_, const FocalLossParams& p) {
   c10::cuda::CUDAGuard device_guard(input_.device());
   cudaStream_t stream = c10::cuda::getCurrentCUDAStream();
-  const at::Tensor input = input_.contiguous(), target = target_.contiguous();
-  const at::Tensor weight = weight_.defined() ? weight_.contiguous() : weight_;
-  const int64_t rows = input.size(0), classes = input.size(1), total = input.numel();
+  const FocalInputs in(input_, target_, weight_);
+  const int64_t rows = in.input.size(0), classes = in.input.size(1), total = in.input.numel();
   const bool reduce = p.reduction != Reduction::None;
-  at::Tensor out = reduce ? at::empty({}, input.options()) : at::empty({rows, classes}, input.options());
+  at::Tensor out = reduce ? at::empty({}, in.input.options()) : at::empty({rows, classes}, in.input.options());
   if (!reduce && total == 0) {
     return out;
   }
-  MMOPS_FOCAL_DISPATCH(input.scalar_type(), "mmops::sigmoid_focal_loss (CUDA)", [&] {
+  MMOPS_FOCAL_DISPATCH(in.input.scalar_type(), "mmops::sigmoid_focal_loss (CUDA)", [&] {
     using acc_t = at::opmath_type<scalar_t>;
-    const scalar_t* w = weight.defined() ? weight.const_data_ptr<scalar_t>() : nullptr;
     const acc_t gamma = static_cast<acc_t>(p.gamma), alpha = static_cast<acc_t>(p.alpha);
     const acc_t scale = static_cast<acc_t>(reduction_scale(p, rows));
-    auto launch = [&](auto index_tag) {
+    with_index_type(total, [&](auto index_tag) {
       using index_t = decltype(index_tag);
-      if (reduce) {
-        const int64_t blocks = reduction_blocks(total);
-        ReductionScratch s = make_scratch(input, blocks, sizeof(acc_t), stream);
-        sigmoid_forward_kernel<scalar_t, index_t, true><<<blocks, kThreads, 0, stream>>>(
-            input.const_data_ptr<scalar_t>(), target.const_data_ptr<int64_t>(), w,
-            out.mutable_data_ptr<scalar_t>(), static_cast<acc_t*>(s.partials), s.ticket, total,
-            classes, gamma, alpha, scale);
-      } else {
-        sigmoid_forward_kernel<scalar_t, index_t, false><<<elementwise_blocks(total), kThreads, 0, stream>>>(
-            input.const_data_ptr<scalar_t>(), target.const_data_ptr<int64_t>(), w,
-            out.mutable_data_ptr<scalar_t>(), nullptr, nullptr, total, classes, gamma, alpha, scale);
-      }
-      C10_CUDA_KERNEL_LAUNCH_CHECK();
-    };
-    if (fits_int32(total)) {
-      launch(int32_t{});
-    } else {
-      launch(int64_t{});
-    }
+      launch_forward<acc_t>(reduce, total, in.input, stream, [&](auto reduce_tag, int64_t blocks, acc_t* partials,
+                                                                 unsigned int* ticket) {
+        sigmoid_forward_kernel<scalar_t, index_t, decltype(reduce_tag)::value><<<blocks, kThreads, 0, stream>>>(
+            in.input.const_data_ptr<scalar_t>(), in.target.const_data_ptr<int64_t>(), in.weight_data<scalar_t>(),
+            out.mutable_data_ptr<scalar_t>(), partials, ticket, total, classes, gamma, alpha, scale);
+      });
+    });
   });
   return out;
 }
@@ -344,31 +350,23 @@ at::Tensor sigmoid_focal_loss_backward_cuda(const at::Tensor& grad_output_, cons
                                             const FocalLossParams& p) {
   c10::cuda::CUDAGuard device_guard(input_.device());
   cudaStream_t stream = c10::cuda::getCurrentCUDAStream();
-  const at::Tensor input = input_.contiguous(), target = target_.contiguous();
-  const at::Tensor grad_output = grad_output_.contiguous();
-  const at::Tensor weight = weight_.defined() ? weight_.contiguous() : weight_;
-  const int64_t rows = input.size(0), classes = input.size(1), total = input.numel();
-  at::Tensor grad = at::empty({rows, classes}, input.options());
+  const FocalInputs in(input_, target_, weight_, grad_output_);
+  const int64_t rows = in.input.size(0), classes = in.input.size(1), total = in.input.numel();
+  at::Tensor grad = at::empty({rows, classes}, in.input.options());
   if (total == 0) {
     return grad;
   }
-  MMOPS_FOCAL_DISPATCH(input.scalar_type(), "mmops::sigmoid_focal_loss backward (CUDA)", [&] {
+  MMOPS_FOCAL_DISPATCH(in.input.scalar_type(), "mmops::sigmoid_focal_loss backward (CUDA)", [&] {
     using acc_t = at::opmath_type<scalar_t>;
-    const scalar_t* w = weight.defined() ? weight.const_data_ptr<scalar_t>() : nullptr;
-    auto launch = [&](auto index_tag) {
+    with_index_type(total, [&](auto index_tag) {
       using index_t = decltype(index_tag);
       sigmoid_backward_kernel<scalar_t, index_t><<<elementwise_blocks(total), kThreads, 0, stream>>>(
-          grad_output.const_data_ptr<scalar_t>(), p.reduction == Reduction::None,
-          input.const_data_ptr<scalar_t>(), target.const_data_ptr<int64_t>(), w,
+          in.grad_output.const_data_ptr<scalar_t>(), p.reduction == Reduction::None,
+          in.input.const_data_ptr<scalar_t>(), in.target.const_data_ptr<int64_t>(), in.weight_data<scalar_t>(),
           grad.mutable_data_ptr<scalar_t>(), total, classes, static_cast<acc_t>(p.gamma),
           static_cast<acc_t>(p.alpha), static_cast<acc_t>(reduction_scale(p, rows)));
       C10_CUDA_KERNEL_LAUNCH_CHECK();
-    };
-    if (fits_int32(total)) {
-      launch(int32_t{});
-    } else {
-      launch(int64_t{});
-    }
+    });
   });
   return grad;
 }
@@ -377,32 +375,23 @@ at::Tensor softmax_focal_loss_forward_cuda(const at::Tensor& input_, const at::T
                                            const at::Tensor& weight_, const FocalLossParams& p) {
   c10::cuda::CUDAGuard device_guard(input_.device());
   cudaStream_t stream = c10::cuda::getCurrentCUDAStream();
-  const at::Tensor input = input_.contiguous(), target = target_.contiguous();
-  const at::Tensor weight = weight_.defined() ? weight_.contiguous() : weight_;
-  const int64_t rows = input.size(0), classes = input.size(1);
+  const FocalInputs in(input_, target_, weight_);
+  const int64_t rows = in.input.size(0), classes = in.input.size(1);
   const bool reduce = p.reduction != Reduction::None;
-  at::Tensor out = reduce ? at::empty({}, input.options()) : at::empty({rows}, input.options());
+  at::Tensor out = reduce ? at::empty({}, in.input.options()) : at::empty({rows}, in.input.options());
   if (!reduce && rows == 0) {
     return out;
   }
-  MMOPS_FOCAL_DISPATCH(input.scalar_type(), "mmops::softmax_focal_loss (CUDA)", [&] {
+  MMOPS_FOCAL_DISPATCH(in.input.scalar_type(), "mmops::softmax_focal_loss (CUDA)", [&] {
     using acc_t = at::opmath_type<scalar_t>;
-    const scalar_t* w = weight.defined() ? weight.const_data_ptr<scalar_t>() : nullptr;
     const acc_t gamma = static_cast<acc_t>(p.gamma), alpha = static_cast<acc_t>(p.alpha);
     const acc_t scale = static_cast<acc_t>(reduction_scale(p, rows));
-    if (reduce) {
-      const int64_t blocks = reduction_blocks(rows * 32);
-      ReductionScratch s = make_scratch(input, blocks, sizeof(acc_t), stream);
-      softmax_forward_kernel<scalar_t, true><<<blocks, kThreads, 0, stream>>>(
-          input.const_data_ptr<scalar_t>(), target.const_data_ptr<int64_t>(), w,
-          out.mutable_data_ptr<scalar_t>(), static_cast<acc_t*>(s.partials), s.ticket, rows,
-          classes, gamma, alpha, scale);
-    } else {
-      softmax_forward_kernel<scalar_t, false><<<elementwise_blocks(rows * 32), kThreads, 0, stream>>>(
-          input.const_data_ptr<scalar_t>(), target.const_data_ptr<int64_t>(), w,
-          out.mutable_data_ptr<scalar_t>(), nullptr, nullptr, rows, classes, gamma, alpha, scale);
-    }
-    C10_CUDA_KERNEL_LAUNCH_CHECK();
+    launch_forward<acc_t>(reduce, rows * 32, in.input, stream, [&](auto reduce_tag, int64_t blocks, acc_t* partials,
+                                                                   unsigned int* ticket) {
+      softmax_forward_kernel<scalar_t, decltype(reduce_tag)::value><<<blocks, kThreads, 0, stream>>>(
+          in.input.const_data_ptr<scalar_t>(), in.target.const_data_ptr<int64_t>(), in.weight_data<scalar_t>(),
+          out.mutable_data_ptr<scalar_t>(), partials, ticket, rows, classes, gamma, alpha, scale);
+    });
   });
   return out;
 }
@@ -412,20 +401,17 @@ at::Tensor softmax_focal_loss_backward_cuda(const at::Tensor& grad_output_, cons
                                             const FocalLossParams& p) {
   c10::cuda::CUDAGuard device_guard(input_.device());
   cudaStream_t stream = c10::cuda::getCurrentCUDAStream();
-  const at::Tensor input = input_.contiguous(), target = target_.contiguous();
-  const at::Tensor grad_output = grad_output_.contiguous();
-  const at::Tensor weight = weight_.defined() ? weight_.contiguous() : weight_;
-  const int64_t rows = input.size(0), classes = input.size(1);
-  at::Tensor grad = at::empty({rows, classes}, input.options());
+  const FocalInputs in(input_, target_, weight_, grad_output_);
+  const int64_t rows = in.input.size(0), classes = in.input.size(1);
+  at::Tensor grad = at::empty({rows, classes}, in.input.options());
   if (grad.numel() == 0) {
     return grad;
   }
-  MMOPS_FOCAL_DISPATCH(input.scalar_type(), "mmops::softmax_focal_loss backward (CUDA)", [&] {
+  MMOPS_FOCAL_DISPATCH(in.input.scalar_type(), "mmops::softmax_focal_loss backward (CUDA)", [&] {
     using acc_t = at::opmath_type<scalar_t>;
     softmax_backward_kernel<scalar_t><<<elementwise_blocks(rows * 32), kThreads, 0, stream>>>(
-        grad_output.const_data_ptr<scalar_t>(), p.reduction == Reduction::None,
-        input.const_data_ptr<scalar_t>(), target.const_data_ptr<int64_t>(),
-        weight.defined() ? weight.const_data_ptr<scalar_t>() : nullptr,
+        in.grad_output.const_data_ptr<scalar_t>(), p.reduction == Reduction::None,
+        in.input.const_data_ptr<scalar_t>(), in.target.const_data_ptr<int64_t>(), in.weight_data<scalar_t>(),
         grad.mutable_data_ptr<scalar_t>(), rows, classes, static_cast<acc_t>(p.gamma),
         static_cast<acc_t>(p.alpha), static_cast<acc_t>(reduction_scale(p, rows)));
     C10_CUDA_KERNEL_LAUNCH_CHECK();

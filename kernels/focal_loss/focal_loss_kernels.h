@@ -17,6 +17,25 @@ struct FocalLossParams {
   focal_loss_math::Reduction reduction;
 };
 
+// A call's tensors as the kernels read them: contiguous (weight stays
+// undefined when not given, grad_output in a forward call).
+struct FocalInputs {
+  at::Tensor input, target, weight, grad_output;
+
+  FocalInputs(const at::Tensor& input_, const at::Tensor& target_, const at::Tensor& weight_,
+              const at::Tensor& grad_output_ = at::Tensor())
+      : input(input_.contiguous()),
+        target(target_.contiguous()),
+        weight(weight_.defined() ? weight_.contiguous() : weight_),
+        grad_output(grad_output_.defined() ? grad_output_.contiguous() : grad_output_) {}
+
+  // The class weights, or null without them.
+  template <typename scalar_t>
+  const scalar_t* weight_data() const {
+    return weight.defined() ? weight.const_data_ptr<scalar_t>() : nullptr;
+  }
+};
+
 // The factor of a reduced loss: mmcv's mean divides by N = input.size(0)
 // (0 / 0 = NaN for no rows, as torch.mean); sum and none keep 1.
 inline double reduction_scale(const FocalLossParams& p, int64_t rows) {
@@ -49,9 +68,6 @@ at::Tensor softmax_focal_loss_forward_cuda(const at::Tensor& input, const at::Te
 at::Tensor softmax_focal_loss_backward_cuda(const at::Tensor& grad_output, const at::Tensor& input,
                                             const at::Tensor& target, const at::Tensor& weight,
                                             const FocalLossParams& p);
-
-// True while the current CUDA stream is capturing a graph (no sync allowed).
-bool focal_loss_stream_is_capturing();
 #endif
 
 } // namespace kernels

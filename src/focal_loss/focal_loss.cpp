@@ -1,9 +1,12 @@
-// mmops::sigmoid_focal_loss and mmops::softmax_focal_loss: schemas, CPU/CUDA
-// registration and the public C++ API. Validation is in focal_loss_checks.cpp,
-// kernels in kernels/focal_loss, the meta (shape) functions in
-// focal_loss_meta.cpp and autograd in focal_loss_autograd.cpp.
+// mmops::sigmoid_focal_loss and mmops::softmax_focal_loss: schemas, device
+// entries (CPU/CUDA registration) and the public C++ API. Validation is in
+// focal_loss_checks.cpp, kernels in kernels/focal_loss, the meta (shape)
+// functions in focal_loss_meta.cpp and autograd in focal_loss_autograd.cpp.
 
 #include "focal_loss/focal_loss_ops.h"
+
+#include "common/dispatch.h"
+#include "common/index_policy.h"
 
 #include <mmops/focal_loss.h>
 
@@ -31,54 +34,75 @@ TORCH_LIBRARY_FRAGMENT(mmops, m) {
 namespace mmops {
 namespace {
 
-constexpr const char* kSigmoidOp = "mmops::sigmoid_focal_loss: ";
-constexpr const char* kSoftmaxOp = "mmops::softmax_focal_loss: ";
+// The device entries: validation (as the meta kernels), the class ids when
+// the index policy says so, then the kernel (CPU or CUDA). The two losses
+// share the set-up.
 
-constexpr const char* name_of(FocalKind kind) {
-  return kind == FocalKind::Sigmoid ? kSigmoidOp : kSoftmaxOp;
+void check_class_ids_by_policy(FocalKind kind, const at::Tensor& input, const at::Tensor& target) {
+  if (detail::should_validate_indices(target)) {
+    detail::check_class_ids(kind, target, input.size(1));
+  }
 }
 
+FocalLossParams forward_params(FocalKind kind, const at::Tensor& input, const at::Tensor& target, double gamma,
+                               double alpha, const std::optional<at::Tensor>& weight, c10::string_view reduction) {
+  const FocalLossParams p = detail::check_focal_forward(kind, input, target, gamma, alpha, weight, reduction);
+  check_class_ids_by_policy(kind, input, target);
+  return p;
+}
 
-template <FocalKind kKind, auto Forward>
-at::Tensor forward_kernel(const at::Tensor& input, const at::Tensor& target, double gamma,
-                          double alpha, const std::optional<at::Tensor>& weight,
-                          c10::string_view reduction) {
+FocalLossParams backward_params(FocalKind kind, const at::Tensor& grad_output, const at::Tensor& input,
+                                const at::Tensor& target, double gamma, double alpha,
+                                const std::optional<at::Tensor>& weight, c10::string_view reduction) {
   const FocalLossParams p =
-      detail::check_focal_forward(name_of(kKind), kKind, input, target, gamma, alpha, weight, reduction);
-  detail::check_class_ids_if_needed(name_of(kKind), kKind, target, input.size(1));
-  return Forward(input, target, weight.value_or(at::Tensor()), p);
+      detail::check_focal_backward(kind, grad_output, input, target, gamma, alpha, weight, reduction);
+  check_class_ids_by_policy(kind, input, target);
+  return p;
 }
 
-template <FocalKind kKind, auto Backward>
-at::Tensor backward_kernel(const at::Tensor& grad_output, const at::Tensor& input,
-                           const at::Tensor& target, double gamma, double alpha,
-                           const std::optional<at::Tensor>& weight, c10::string_view reduction) {
-  const FocalLossParams p = detail::check_focal_backward(name_of(kKind), kKind, grad_output, input,
-                                                         target, gamma, alpha, weight, reduction);
-  detail::check_class_ids_if_needed(name_of(kKind), kKind, target, input.size(1));
-  return Backward(grad_output, input, target, weight.value_or(at::Tensor()), p);
+template <auto Kernel>
+at::Tensor sigmoid_entry(const at::Tensor& input, const at::Tensor& target, double gamma, double alpha,
+                         const std::optional<at::Tensor>& weight, c10::string_view reduction) {
+  const FocalLossParams p = forward_params(FocalKind::Sigmoid, input, target, gamma, alpha, weight, reduction);
+  return Kernel(input, target, weight.value_or(at::Tensor()), p);
 }
 
-using FocalFn = at::Tensor(const at::Tensor&, const at::Tensor&, double, double,
-                           const std::optional<at::Tensor>&, c10::string_view);
+template <auto Kernel>
+at::Tensor sigmoid_backward_entry(const at::Tensor& grad_output, const at::Tensor& input, const at::Tensor& target,
+                                  double gamma, double alpha, const std::optional<at::Tensor>& weight,
+                                  c10::string_view reduction) {
+  const FocalLossParams p =
+      backward_params(FocalKind::Sigmoid, grad_output, input, target, gamma, alpha, weight, reduction);
+  return Kernel(grad_output, input, target, weight.value_or(at::Tensor()), p);
+}
+
+template <auto Kernel>
+at::Tensor softmax_entry(const at::Tensor& input, const at::Tensor& target, double gamma, double alpha,
+                         const std::optional<at::Tensor>& weight, c10::string_view reduction) {
+  const FocalLossParams p = forward_params(FocalKind::Softmax, input, target, gamma, alpha, weight, reduction);
+  return Kernel(input, target, weight.value_or(at::Tensor()), p);
+}
+
+template <auto Kernel>
+at::Tensor softmax_backward_entry(const at::Tensor& grad_output, const at::Tensor& input, const at::Tensor& target,
+                                  double gamma, double alpha, const std::optional<at::Tensor>& weight,
+                                  c10::string_view reduction) {
+  const FocalLossParams p =
+      backward_params(FocalKind::Softmax, grad_output, input, target, gamma, alpha, weight, reduction);
+  return Kernel(grad_output, input, target, weight.value_or(at::Tensor()), p);
+}
 
 } // namespace
 
-at::Tensor sigmoid_focal_loss(const at::Tensor& input, const at::Tensor& target, double gamma,
-                              double alpha, const std::optional<at::Tensor>& weight,
-                              c10::string_view reduction) {
-  static auto op = c10::Dispatcher::singleton()
-                       .findSchemaOrThrow("mmops::sigmoid_focal_loss", "")
-                       .typed<FocalFn>();
+at::Tensor sigmoid_focal_loss(const at::Tensor& input, const at::Tensor& target, double gamma, double alpha,
+                              const std::optional<at::Tensor>& weight, c10::string_view reduction) {
+  static const auto op = detail::op_handle<FocalLossFn>("mmops::sigmoid_focal_loss");
   return op.call(input, target, gamma, alpha, weight, reduction);
 }
 
-at::Tensor softmax_focal_loss(const at::Tensor& input, const at::Tensor& target, double gamma,
-                              double alpha, const std::optional<at::Tensor>& weight,
-                              c10::string_view reduction) {
-  static auto op = c10::Dispatcher::singleton()
-                       .findSchemaOrThrow("mmops::softmax_focal_loss", "")
-                       .typed<FocalFn>();
+at::Tensor softmax_focal_loss(const at::Tensor& input, const at::Tensor& target, double gamma, double alpha,
+                              const std::optional<at::Tensor>& weight, c10::string_view reduction) {
+  static const auto op = detail::op_handle<FocalLossFn>("mmops::softmax_focal_loss");
   return op.call(input, target, gamma, alpha, weight, reduction);
 }
 
@@ -86,18 +110,18 @@ at::Tensor softmax_focal_loss(const at::Tensor& input, const at::Tensor& target,
 
 TORCH_LIBRARY_IMPL(mmops, CPU, m) {
   using namespace mmops;
-  m.impl("sigmoid_focal_loss", &forward_kernel<FocalKind::Sigmoid, kernels::sigmoid_focal_loss_forward_cpu>);
-  m.impl("_sigmoid_focal_loss_backward", &backward_kernel<FocalKind::Sigmoid, kernels::sigmoid_focal_loss_backward_cpu>);
-  m.impl("softmax_focal_loss", &forward_kernel<FocalKind::Softmax, kernels::softmax_focal_loss_forward_cpu>);
-  m.impl("_softmax_focal_loss_backward", &backward_kernel<FocalKind::Softmax, kernels::softmax_focal_loss_backward_cpu>);
+  m.impl("sigmoid_focal_loss", &sigmoid_entry<kernels::sigmoid_focal_loss_forward_cpu>);
+  m.impl("_sigmoid_focal_loss_backward", &sigmoid_backward_entry<kernels::sigmoid_focal_loss_backward_cpu>);
+  m.impl("softmax_focal_loss", &softmax_entry<kernels::softmax_focal_loss_forward_cpu>);
+  m.impl("_softmax_focal_loss_backward", &softmax_backward_entry<kernels::softmax_focal_loss_backward_cpu>);
 }
 
 #ifdef MMOPS_WITH_CUDA
 TORCH_LIBRARY_IMPL(mmops, CUDA, m) {
   using namespace mmops;
-  m.impl("sigmoid_focal_loss", &forward_kernel<FocalKind::Sigmoid, kernels::sigmoid_focal_loss_forward_cuda>);
-  m.impl("_sigmoid_focal_loss_backward", &backward_kernel<FocalKind::Sigmoid, kernels::sigmoid_focal_loss_backward_cuda>);
-  m.impl("softmax_focal_loss", &forward_kernel<FocalKind::Softmax, kernels::softmax_focal_loss_forward_cuda>);
-  m.impl("_softmax_focal_loss_backward", &backward_kernel<FocalKind::Softmax, kernels::softmax_focal_loss_backward_cuda>);
+  m.impl("sigmoid_focal_loss", &sigmoid_entry<kernels::sigmoid_focal_loss_forward_cuda>);
+  m.impl("_sigmoid_focal_loss_backward", &sigmoid_backward_entry<kernels::sigmoid_focal_loss_backward_cuda>);
+  m.impl("softmax_focal_loss", &softmax_entry<kernels::softmax_focal_loss_forward_cuda>);
+  m.impl("_softmax_focal_loss_backward", &softmax_backward_entry<kernels::softmax_focal_loss_backward_cuda>);
 }
 #endif

@@ -2,41 +2,22 @@
 // run it too, so fake tensors raise the same errors).
 
 #include "focal_loss/focal_loss_ops.h"
-#include "common/check_utils.h"
 
-#include <mmops/config.h>
+#include "common/check_utils.h"
 
 #include <ATen/core/Tensor.h>
 #include <c10/core/SymInt.h>
 
 #include <cmath>
-#include <sstream>
 #include <string>
 
 namespace mmops {
 namespace detail {
-namespace {
 
-focal_loss_math::Reduction parse_reduction(const char* op, c10::string_view reduction) {
-  if (reduction == "none") {
-    return focal_loss_math::Reduction::None;
-  }
-  if (reduction == "mean") {
-    return focal_loss_math::Reduction::Mean;
-  }
-  if (reduction == "sum") {
-    return focal_loss_math::Reduction::Sum;
-  }
-  TORCH_CHECK(false, op, "reduction must be \"none\", \"mean\" or \"sum\", but got \"",
-              std::string(reduction), "\"");
-}
-
-} // namespace
-
-FocalLossParams check_focal_forward(const char* op, FocalKind kind, const at::Tensor& input,
-                                    const at::Tensor& target, double gamma, double alpha,
-                                    const std::optional<at::Tensor>& weight,
+FocalLossParams check_focal_forward(FocalKind kind, const at::Tensor& input, const at::Tensor& target,
+                                    double gamma, double alpha, const std::optional<at::Tensor>& weight,
                                     c10::string_view reduction) {
+  const char* op = focal_op_prefix(kind);
   TORCH_CHECK(input.dim() == 2, op, "expected input to be a 2-D tensor [N, C] of logits, but got a ",
               input.dim(), "-D tensor of shape ", shape_of(input));
   TORCH_CHECK(at::isFloatingType(input.scalar_type()), op,
@@ -62,19 +43,18 @@ FocalLossParams check_focal_forward(const char* op, FocalKind kind, const at::Te
   }
   TORCH_CHECK(std::isfinite(gamma) && gamma >= 0, op, "gamma must be a finite number >= 0, but got ", gamma);
   TORCH_CHECK(std::isfinite(alpha), op, "alpha must be a finite number, but got ", alpha);
-  (void)kind;
   FocalLossParams p{};
   p.gamma = gamma;
   p.alpha = alpha;
-  p.reduction = parse_reduction(op, reduction);
+  p.reduction = parse_choice(op, "reduction", reduction, kReductions);
   return p;
 }
 
-FocalLossParams check_focal_backward(const char* op, FocalKind kind, const at::Tensor& grad_output,
-                                     const at::Tensor& input, const at::Tensor& target, double gamma,
-                                     double alpha, const std::optional<at::Tensor>& weight,
-                                     c10::string_view reduction) {
-  const FocalLossParams p = check_focal_forward(op, kind, input, target, gamma, alpha, weight, reduction);
+FocalLossParams check_focal_backward(FocalKind kind, const at::Tensor& grad_output, const at::Tensor& input,
+                                     const at::Tensor& target, double gamma, double alpha,
+                                     const std::optional<at::Tensor>& weight, c10::string_view reduction) {
+  const char* op = focal_op_prefix(kind);
+  const FocalLossParams p = check_focal_forward(kind, input, target, gamma, alpha, weight, reduction);
   TORCH_CHECK(grad_output.scalar_type() == input.scalar_type(), op,
               "expected grad_output to have the dtype of input (", input.scalar_type(), "), but got ",
               grad_output.scalar_type());
@@ -97,29 +77,17 @@ FocalLossParams check_focal_backward(const char* op, FocalKind kind, const at::T
   return p;
 }
 
-void check_class_ids_if_needed(const char* op, FocalKind kind, const at::Tensor& target,
-                               int64_t classes) {
-  bool needed = strict_index_check();
-  if (target.is_cpu()) {
-    needed = true;
-  }
-#ifdef MMOPS_WITH_CUDA
-  if (target.is_cuda() && kernels::focal_loss_stream_is_capturing()) {
-    needed = false;  // no synchronisation while a graph is captured
-  }
-#endif
-  if (!needed || target.numel() == 0) {
+void check_class_ids(FocalKind kind, const at::Tensor& target, int64_t classes) {
+  if (target.numel() == 0) {
     return;
   }
-  // Class ids live in tensor data: reading them is a device-to-host copy for
-  // CUDA tensors, hence only in strict mode there.
   const at::Tensor ids = target.to(at::kCPU).contiguous();
   const int64_t* values = ids.const_data_ptr<int64_t>();
   const bool sigmoid = kind == FocalKind::Sigmoid;
   for (int64_t n = 0; n < ids.numel(); ++n) {
     const bool ok = sigmoid ? focal_loss_math::valid_sigmoid_target(values[n], classes)
                             : focal_loss_math::valid_softmax_target(values[n], classes);
-    TORCH_CHECK(ok, op, "target must hold class ids in ",
+    TORCH_CHECK(ok, focal_op_prefix(kind), "target must hold class ids in ",
                 sigmoid ? "[0, C] (C means background)" : "[0, C)", " with C = input.size(1) = ",
                 classes, ", but target[", n, "] = ", values[n]);
   }

@@ -9,14 +9,11 @@
 namespace mmops {
 namespace {
 
+// The loss: [N, C] (sigmoid) or [N] (softmax) for reduction "none", else 0-d.
 template <FocalKind kKind>
-at::Tensor forward_meta(const at::Tensor& input, const at::Tensor& target, double gamma,
-                        double alpha, const std::optional<at::Tensor>& weight,
-                        c10::string_view reduction) {
-  const char* op = kKind == FocalKind::Sigmoid ? "mmops::sigmoid_focal_loss: "
-                                               : "mmops::softmax_focal_loss: ";
-  const FocalLossParams p =
-      detail::check_focal_forward(op, kKind, input, target, gamma, alpha, weight, reduction);
+at::Tensor forward_meta(const at::Tensor& input, const at::Tensor& target, double gamma, double alpha,
+                        const std::optional<at::Tensor>& weight, c10::string_view reduction) {
+  const FocalLossParams p = detail::check_focal_forward(kKind, input, target, gamma, alpha, weight, reduction);
   if (p.reduction != focal_loss_math::Reduction::None) {
     return at::empty({}, input.options());
   }
@@ -27,12 +24,10 @@ at::Tensor forward_meta(const at::Tensor& input, const at::Tensor& target, doubl
 }
 
 template <FocalKind kKind>
-at::Tensor backward_meta(const at::Tensor& grad_output, const at::Tensor& input,
-                         const at::Tensor& target, double gamma, double alpha,
-                         const std::optional<at::Tensor>& weight, c10::string_view reduction) {
-  const char* op = kKind == FocalKind::Sigmoid ? "mmops::sigmoid_focal_loss: "
-                                               : "mmops::softmax_focal_loss: ";
-  detail::check_focal_backward(op, kKind, grad_output, input, target, gamma, alpha, weight, reduction);
+at::Tensor backward_meta(const at::Tensor& grad_output, const at::Tensor& input, const at::Tensor& target,
+                         double gamma, double alpha, const std::optional<at::Tensor>& weight,
+                         c10::string_view reduction) {
+  detail::check_focal_backward(kKind, grad_output, input, target, gamma, alpha, weight, reduction);
   return at::empty_symint(input.sym_sizes(), input.options());
 }
 

@@ -1,15 +1,19 @@
-// mmops::roi_pool: schemas, CPU/CUDA registration and the public C++ API.
-// Validation is in roi_pool_checks.cpp, kernels in kernels/roi_pool, the meta
-// (shape) functions in roi_pool_meta.cpp and autograd in roi_pool_autograd.cpp.
-// The batch-index check (strict mode) is common/roi_checks.h.
+// mmops::roi_pool: schemas, device entries (CPU/CUDA registration) and the
+// public C++ API. Validation is in roi_pool_checks.cpp, kernels in
+// kernels/roi_pool, the meta (shape) functions in roi_pool_meta.cpp and
+// autograd in roi_pool_autograd.cpp.
+
+#include "roi_pool/roi_pool_ops.h"
 
 #include "common/check_utils.h"
+#include "common/dispatch.h"
 #include "common/roi_checks.h"
-#include "roi_pool/roi_pool_ops.h"
 
 #include <mmops/roi_pool.h>
 
 #include <torch/library.h>
+
+#include <vector>
 
 TORCH_LIBRARY_FRAGMENT(mmops, m) {
   m.def(
@@ -30,50 +34,45 @@ TORCH_LIBRARY_FRAGMENT(mmops, m) {
 namespace mmops {
 namespace {
 
-constexpr const char* kOp = "mmops::roi_pool: ";
+// The device entries: validation (as the meta kernels), the batch index of
+// every roi when the index policy says so, then the kernel (CPU or CUDA).
 
 RoIPoolParams forward_params(const at::Tensor& input, const at::Tensor& rois,
                              c10::SymIntArrayRef output_size, double spatial_scale) {
-  const RoIPoolParams p = detail::check_roi_pool_forward(kOp, input, rois, output_size, spatial_scale);
-  detail::check_roi_batch_indices(kOp, rois, input.size(0));
+  const RoIPoolParams p = detail::check_roi_pool_forward(input, rois, output_size, spatial_scale);
+  detail::check_roi_batch_indices(kRoIPoolOp, rois, input.size(0));
   return p;
 }
 
-template <auto Forward>
-at::Tensor roi_pool_kernel(const at::Tensor& input, const at::Tensor& rois,
-                           c10::SymIntArrayRef output_size, double spatial_scale) {
+template <auto Kernel>
+at::Tensor roi_pool_entry(const at::Tensor& input, const at::Tensor& rois, c10::SymIntArrayRef output_size,
+                          double spatial_scale) {
   const RoIPoolParams p = forward_params(input, rois, output_size, spatial_scale);
-  return std::get<0>(Forward(input, rois, p, /*with_argmax=*/false));
+  return std::get<0>(Kernel(input, rois, p, /*with_argmax=*/false));
 }
 
-template <auto Forward>
-std::tuple<at::Tensor, at::Tensor> roi_pool_forward_kernel(const at::Tensor& input,
-                                                           const at::Tensor& rois,
-                                                           c10::SymIntArrayRef output_size,
-                                                           double spatial_scale) {
+template <auto Kernel>
+std::tuple<at::Tensor, at::Tensor> forward_entry(const at::Tensor& input, const at::Tensor& rois,
+                                                 c10::SymIntArrayRef output_size, double spatial_scale) {
   const RoIPoolParams p = forward_params(input, rois, output_size, spatial_scale);
-  return Forward(input, rois, p, /*with_argmax=*/true);
+  return Kernel(input, rois, p, /*with_argmax=*/true);
 }
 
-template <auto Backward>
-at::Tensor roi_pool_backward_kernel(const at::Tensor& grad_output, const at::Tensor& rois,
-                                    const at::Tensor& argmax, c10::SymIntArrayRef input_shape,
-                                    double spatial_scale) {
+template <auto Kernel>
+at::Tensor backward_entry(const at::Tensor& grad_output, const at::Tensor& rois, const at::Tensor& argmax,
+                          c10::SymIntArrayRef input_shape, double spatial_scale) {
   const RoIPoolParams p =
-      detail::check_roi_pool_backward(kOp, grad_output, rois, argmax, input_shape, spatial_scale);
+      detail::check_roi_pool_backward(grad_output, rois, argmax, input_shape, spatial_scale);
   const std::vector<int64_t> shape = detail::concrete(input_shape);
-  detail::check_roi_batch_indices(kOp, rois, shape[0]);
-  return Backward(grad_output, rois, argmax, shape, p);
+  detail::check_roi_batch_indices(kRoIPoolOp, rois, shape[0]);
+  return Kernel(grad_output, rois, argmax, shape, p);
 }
 
 } // namespace
 
 at::Tensor roi_pool(const at::Tensor& input, const at::Tensor& rois, at::IntArrayRef output_size,
                     double spatial_scale) {
-  static auto op = c10::Dispatcher::singleton()
-                       .findSchemaOrThrow("mmops::roi_pool", "")
-                       .typed<at::Tensor(const at::Tensor&, const at::Tensor&, c10::SymIntArrayRef,
-                                         double)>();
+  static const auto op = detail::op_handle<RoIPoolFn>("mmops::roi_pool");
   return op.call(input, rois, c10::fromIntArrayRefSlow(output_size), spatial_scale);
 }
 
@@ -81,16 +80,16 @@ at::Tensor roi_pool(const at::Tensor& input, const at::Tensor& rois, at::IntArra
 
 TORCH_LIBRARY_IMPL(mmops, CPU, m) {
   using namespace mmops;
-  m.impl("roi_pool", &roi_pool_kernel<kernels::roi_pool_forward_cpu>);
-  m.impl("_roi_pool_forward", &roi_pool_forward_kernel<kernels::roi_pool_forward_cpu>);
-  m.impl("_roi_pool_backward", &roi_pool_backward_kernel<kernels::roi_pool_backward_cpu>);
+  m.impl("roi_pool", &roi_pool_entry<kernels::roi_pool_forward_cpu>);
+  m.impl("_roi_pool_forward", &forward_entry<kernels::roi_pool_forward_cpu>);
+  m.impl("_roi_pool_backward", &backward_entry<kernels::roi_pool_backward_cpu>);
 }
 
 #ifdef MMOPS_WITH_CUDA
 TORCH_LIBRARY_IMPL(mmops, CUDA, m) {
   using namespace mmops;
-  m.impl("roi_pool", &roi_pool_kernel<kernels::roi_pool_forward_cuda>);
-  m.impl("_roi_pool_forward", &roi_pool_forward_kernel<kernels::roi_pool_forward_cuda>);
-  m.impl("_roi_pool_backward", &roi_pool_backward_kernel<kernels::roi_pool_backward_cuda>);
+  m.impl("roi_pool", &roi_pool_entry<kernels::roi_pool_forward_cuda>);
+  m.impl("_roi_pool_forward", &forward_entry<kernels::roi_pool_forward_cuda>);
+  m.impl("_roi_pool_backward", &backward_entry<kernels::roi_pool_backward_cuda>);
 }
 #endif

@@ -103,4 +103,22 @@ TEST(RoIPool, CudaMatchesCpu) {
   }
 }
 
+TEST(RoIPool, CudaDoubleMatchesCpuInEveryLayout) {
+  // double runs the roi-major kernel on a channels-last copy (channels_last_cuda): C = 70 and
+  // H * W = 135 leave partial 64-wide transpose tiles on both axes.
+  if (!torch::cuda::is_available()) {
+    GTEST_SKIP() << "SKIPPED: no CUDA device";
+  }
+  at::manual_seed(3);
+  const at::Tensor wide = at::randn({2, 70, 9, 30}, at::kDouble);
+  const at::Tensor rois = at::cat({at::randint(0, 2, {6, 1}), at::rand({6, 2}) * 10, at::rand({6, 2}) * 10 + 8}, 1)
+                              .to(at::kDouble);
+  const at::Tensor nchw = wide.slice(3, 0, 15).contiguous();
+  for (const at::Tensor& x : {nchw, nchw.contiguous(at::MemoryFormat::ChannelsLast), wide.slice(3, 0, 15)}) {
+    const at::Tensor expected = mmops::roi_pool(x, rois, {3, 4}, 0.75);
+    const at::Tensor out = mmops::roi_pool(x.cuda(), rois.cuda(), {3, 4}, 0.75);
+    EXPECT_TRUE(at::equal(out.cpu(), expected)) << x.strides();
+  }
+}
+
 } // namespace
