@@ -9,6 +9,11 @@
 MMOPS_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 export MMOPS_ROOT
 
+# Versions of the lint tools (test/lint.sh); the tree is formatted with these.
+MMOPS_RUFF_VERSION=0.17.6
+MMOPS_CLANG_FORMAT_VERSION=14.0.6
+export MMOPS_RUFF_VERSION MMOPS_CLANG_FORMAT_VERSION
+
 _mmops_log() { echo "[mmops] $*" >&2; }
 
 _mmops_as_root() {
@@ -34,6 +39,16 @@ _mmops_pick_python() {
   if ! "$MMOPS_PY" -c "import pytest, numpy" >/dev/null 2>&1; then
     _mmops_log "installing pytest and numpy into $MMOPS_PY"
     "$MMOPS_PY" -m pip install -q pytest numpy
+  fi
+  # The lint step (test/lint.sh) needs these exact versions: formatting must not
+  # depend on the machine. Without a package index it is skipped, saying why.
+  local bin
+  bin="$("$MMOPS_PY" -c 'import sysconfig; print(sysconfig.get_path("scripts"))')"
+  if ! "$bin/ruff" --version 2>/dev/null | grep -qx "ruff $MMOPS_RUFF_VERSION" \
+     || ! "$bin/clang-format" --version 2>/dev/null | grep -q "version $MMOPS_CLANG_FORMAT_VERSION "; then
+    _mmops_log "installing ruff $MMOPS_RUFF_VERSION and clang-format $MMOPS_CLANG_FORMAT_VERSION into $MMOPS_PY"
+    "$MMOPS_PY" -m pip install -q "ruff==$MMOPS_RUFF_VERSION" "clang-format==$MMOPS_CLANG_FORMAT_VERSION" \
+      || _mmops_log "could not install the lint tools; the lint step will be skipped"
   fi
   export MMOPS_PY
   MMOPS_TORCH_PREFIX="$("$MMOPS_PY" -c 'import torch; print(torch.utils.cmake_prefix_path)')"
