@@ -25,10 +25,10 @@ import argparse
 import sys
 
 import torch
-
-import mmops  # noqa: F401  (registers torch.ops.mmops)
 from bench_common import Timer, fmt_ms, fmt_ratio
 from bench_nms import device_line, make_boxes, parse_run, report  # the boxes, options and table of bench_nms.py
+
+import mmops  # noqa: F401  (registers torch.ops.mmops)
 
 CASES = ["all_pairs", "aligned"]
 # (M, N, aligned): anchors vs ground truth, proposals vs proposals, aligned pairs
@@ -57,7 +57,7 @@ def main() -> int:
     rows, problems = [], []
     for dtype in dtypes:
         dname = str(dtype).replace("torch.", "")
-        for m, n, aligned in (CUDA_SHAPES if cuda else CPU_SHAPES):
+        for m, n, aligned in CUDA_SHAPES if cuda else CPU_SHAPES:
             if ("aligned" if aligned else "all_pairs") not in wanted:
                 continue
             b1, _, _ = make_boxes(m, device, dtype, seed=1)
@@ -73,8 +73,9 @@ def main() -> int:
             name = "bbox_overlaps aligned" if aligned else "bbox_overlaps"
             mine = timer(lambda: torch.ops.mmops.bbox_overlaps(b1, b2, "iou", aligned, 0))
             base = timer(lambda: overlaps_composite(b1, b2, aligned))
-            rows.append([name, label, dname, fmt_ms(mine), fmt_ms(base), fmt_ratio(base, mine), "torch composite",
-                         check])
+            rows.append(
+                [name, label, dname, fmt_ms(mine), fmt_ms(base), fmt_ratio(base, mine), "torch composite", check]
+            )
             # forward + backward w.r.t. both box sets
             x1, x2 = b1.clone().requires_grad_(True), b2.clone().requires_grad_(True)
 
@@ -84,8 +85,18 @@ def main() -> int:
 
             mine = timer(lambda: fb(lambda a, b: torch.ops.mmops.bbox_overlaps(a, b, "iou", aligned, 0)))
             base = timer(lambda: fb(lambda a, b: overlaps_composite(a, b, aligned)))
-            rows.append([name + " fwd+bwd", label, dname, fmt_ms(mine), fmt_ms(base), fmt_ratio(base, mine),
-                         "torch composite", ""])
+            rows.append(
+                [
+                    name + " fwd+bwd",
+                    label,
+                    dname,
+                    fmt_ms(mine),
+                    fmt_ms(base),
+                    fmt_ratio(base, mine),
+                    "torch composite",
+                    "",
+                ]
+            )
     return report(rows, problems)
 
 

@@ -30,8 +30,9 @@ class Timer:
             fn()
         if self.device.type == "cuda":
             torch.cuda.synchronize(self.device)
-            events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
-                      for _ in range(self.iters)]
+            events = [
+                (torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(self.iters)
+            ]
             for start, end in events:
                 start.record()
                 fn()
@@ -93,12 +94,13 @@ def parse_list(value: Optional[str], choices) -> Optional[list]:
 
 def add_run_arguments(parser: argparse.ArgumentParser, iters: Tuple[int, int], warmup: Tuple[int, int]) -> None:
     """--device, --iters, --warmup, --cases and --quick; iters / warmup: the (cuda, cpu) defaults."""
-    parser.add_argument("--device", choices=("cpu", "cuda"),
-                        default="cuda" if torch.cuda.is_available() else "cpu")
-    parser.add_argument("--iters", type=int,
-                        help=f"timed iterations (default {iters[0]} cuda / {iters[1]} cpu; --quick 10 / 3)")
-    parser.add_argument("--warmup", type=int,
-                        help=f"warm-up iterations (default {warmup[0]} cuda / {warmup[1]} cpu; --quick 3 / 1)")
+    parser.add_argument("--device", choices=("cpu", "cuda"), default="cuda" if torch.cuda.is_available() else "cpu")
+    parser.add_argument(
+        "--iters", type=int, help=f"timed iterations (default {iters[0]} cuda / {iters[1]} cpu; --quick 10 / 3)"
+    )
+    parser.add_argument(
+        "--warmup", type=int, help=f"warm-up iterations (default {warmup[0]} cuda / {warmup[1]} cpu; --quick 3 / 1)"
+    )
     parser.add_argument("--cases", help="comma-separated case names (default: all)")
     parser.add_argument("--quick", action="store_true", help="few iterations: a smoke run")
 
@@ -111,8 +113,9 @@ class Run:
     warmup: int
 
 
-def resolve_run(parser: argparse.ArgumentParser, args: argparse.Namespace, iters: Tuple[int, int],
-                warmup: Tuple[int, int]) -> Run:
+def resolve_run(
+    parser: argparse.ArgumentParser, args: argparse.Namespace, iters: Tuple[int, int], warmup: Tuple[int, int]
+) -> Run:
     """The device and iteration counts of add_run_arguments' options (same defaults)."""
     device = torch.device(args.device)
     if device.type == "cuda" and not torch.cuda.is_available():

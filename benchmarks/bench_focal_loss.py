@@ -31,10 +31,19 @@ from typing import Optional
 
 import torch
 import torch.nn.functional as F
+from bench_common import (
+    Timer,
+    add_run_arguments,
+    fmt_ms,
+    fmt_ratio,
+    parse_list,
+    print_columns,
+    report_problems,
+    resolve_run,
+    select_cases,
+)
 
 import mmops
-from bench_common import (Timer, add_run_arguments, fmt_ms, fmt_ratio, parse_list, print_columns,
-                          report_problems, resolve_run, select_cases)
 
 try:
     import torchvision
@@ -83,8 +92,9 @@ def sigmoid_composite(x, onehot):
 def sigmoid_reference(x, onehot):
     x = x.double()
     p = torch.sigmoid(x)
-    loss = onehot * (-ALPHA * (1 - p) ** GAMMA * F.logsigmoid(x)) + \
-        (1 - onehot) * (-(1 - ALPHA) * p ** GAMMA * F.logsigmoid(-x))
+    loss = onehot * (-ALPHA * (1 - p) ** GAMMA * F.logsigmoid(x)) + (1 - onehot) * (
+        -(1 - ALPHA) * p**GAMMA * F.logsigmoid(-x)
+    )
     return loss.sum() / x.shape[0]
 
 
@@ -128,8 +138,10 @@ def bench_focal(kind, rows, classes, dtype_name, device, timer, problems):
     row.check = f"{fwd_err:.0e}/{bwd_err:.0e}"
     if fwd_err > tol or bwd_err > tol:
         row.check += " !"
-        problems.append(f"{kind}_focal_loss/{dtype_name}: vs float64 reference: loss rel err {fwd_err:.2e}, "
-                        f"grad rel err {bwd_err:.2e} (tol {tol:.0e})")
+        problems.append(
+            f"{kind}_focal_loss/{dtype_name}: vs float64 reference: loss rel err {fwd_err:.2e}, "
+            f"grad rel err {bwd_err:.2e} (tol {tol:.0e})"
+        )
     with torch.no_grad():
         row.mm_fwd = timer(lambda: mm(x))
     row.mm_fb = timer(lambda: torch.autograd.grad(mm(x_req), x_req))
@@ -141,11 +153,35 @@ def bench_focal(kind, rows, classes, dtype_name, device, timer, problems):
 
 
 def print_table(rows):
-    header = ["op", "shape", "dtype", "layout", "baseline fwd ms", "mmops fwd ms", "ratio",
-              "baseline fwd+bwd ms", "mmops fwd+bwd ms", "ratio", "rel err fwd/bwd"]
-    cells = [[r.op, r.shape, r.dtype, r.layout, fmt_ms(r.base_fwd), fmt_ms(r.mm_fwd),
-              fmt_ratio(r.base_fwd, r.mm_fwd), fmt_ms(r.base_fb), fmt_ms(r.mm_fb),
-              fmt_ratio(r.base_fb, r.mm_fb), r.check] for r in rows]
+    header = [
+        "op",
+        "shape",
+        "dtype",
+        "layout",
+        "baseline fwd ms",
+        "mmops fwd ms",
+        "ratio",
+        "baseline fwd+bwd ms",
+        "mmops fwd+bwd ms",
+        "ratio",
+        "rel err fwd/bwd",
+    ]
+    cells = [
+        [
+            r.op,
+            r.shape,
+            r.dtype,
+            r.layout,
+            fmt_ms(r.base_fwd),
+            fmt_ms(r.mm_fwd),
+            fmt_ratio(r.base_fwd, r.mm_fwd),
+            fmt_ms(r.base_fb),
+            fmt_ms(r.mm_fb),
+            fmt_ratio(r.base_fb, r.mm_fb),
+            r.check,
+        ]
+        for r in rows
+    ]
     print_columns(header, cells, left=4)
 
 
@@ -164,16 +200,20 @@ def main() -> int:
     timer = Timer(run.device, run.iters, run.warmup)
     where = torch.cuda.get_device_name(run.device) if run.cuda else f"cpu, {torch.get_num_threads()} threads"
     tv = torchvision.__version__ if torchvision is not None else "not installed"
-    print(f"focal loss benchmark on {where}: torch {torch.__version__}, torchvision {tv}, "
-          f"mmops from {getattr(mmops, 'library_path', '?')}")
-    print(f"median of {run.iters} iterations after {run.warmup} warm-ups; "
-          f"ratio = baseline / mmops (>1: mmops faster)\n")
+    print(
+        f"focal loss benchmark on {where}: torch {torch.__version__}, torchvision {tv}, "
+        f"mmops from {getattr(mmops, 'library_path', '?')}"
+    )
+    print(
+        f"median of {run.iters} iterations after {run.warmup} warm-ups; ratio = baseline / mmops (>1: mmops faster)\n"
+    )
 
     rows, problems = [], []
     for case in cases:
         for d in dtypes:
-            rows.append(bench_focal(case.kind, *(CUDA_SHAPE if run.cuda else CPU_SHAPE), d, run.device, timer,
-                                    problems))
+            rows.append(
+                bench_focal(case.kind, *(CUDA_SHAPE if run.cuda else CPU_SHAPE), d, run.device, timer, problems)
+            )
     print_table(rows)
     return report_problems(problems)
 

@@ -25,9 +25,9 @@ import argparse
 import sys
 
 import torch
+from bench_common import Timer, add_run_arguments, fmt_ms, fmt_ratio, parse_list, resolve_run
 
 import mmops  # noqa: F401  (registers torch.ops.mmops)
-from bench_common import Timer, add_run_arguments, fmt_ms, fmt_ratio, parse_list, resolve_run
 
 try:
     import torchvision
@@ -54,13 +54,16 @@ def make_boxes(n: int, device, dtype, seed: int = 0):
 
 
 def compare_keep(keep, tv_keep, scores) -> str:
-    """"equal", or "equal up to ties" when only boxes of equal score swap places
+    """ "equal", or "equal up to ties" when only boxes of equal score swap places
     (torchvision's batched_nms merges categories with an unstable sort; mmops
     puts the lower index first)."""
     if torch.equal(keep, tv_keep):
         return "equal"
-    if (keep.numel() == tv_keep.numel() and torch.equal(keep.sort()[0], tv_keep.sort()[0])
-            and torch.equal(scores[keep], scores[tv_keep])):
+    if (
+        keep.numel() == tv_keep.numel()
+        and torch.equal(keep.sort()[0], tv_keep.sort()[0])
+        and torch.equal(scores[keep], scores[tv_keep])
+    ):
         return "equal up to ties"
     return "DIFFERS"
 
@@ -97,8 +100,10 @@ def parse_run(parser: argparse.ArgumentParser, cases: list):
 
 def device_line(run) -> str:
     """The first line of the output: the device, the timer and torch."""
-    return (f"device: {torch.cuda.get_device_name(run.device) if run.cuda else 'cpu'} "
-            f"({'CUDA events' if run.cuda else f'{torch.get_num_threads()} threads'}), torch {torch.__version__}")
+    return (
+        f"device: {torch.cuda.get_device_name(run.device) if run.cuda else 'cpu'} "
+        f"({'CUDA events' if run.cuda else f'{torch.get_num_threads()} threads'}), torch {torch.__version__}"
+    )
 
 
 def main() -> int:
@@ -108,14 +113,21 @@ def main() -> int:
     device, cuda = run.device, run.cuda
     timer = Timer(device, run.iters, run.warmup)
     sizes = [int(s) for s in args.sizes.split(",")] if args.sizes else (CUDA_SIZES if cuda else CPU_SIZES)
-    print(f"{device_line(run)}, torchvision {torchvision.__version__ if torchvision else 'not installed'}, "
-          f"median of {run.iters}")
+    print(
+        f"{device_line(run)}, torchvision {torchvision.__version__ if torchvision else 'not installed'}, "
+        f"median of {run.iters}"
+    )
     ops = {
-        "nms": ("nms", lambda b, s, i: torch.ops.mmops.nms(b, s, THRESHOLD),
-                lambda b, s, i: torchvision.ops.nms(b, s, THRESHOLD)),
-        "batched_nms": (f"batched_nms ({CATEGORIES} cat.)",
-                        lambda b, s, i: torch.ops.mmops.batched_nms(b, s, i, THRESHOLD),
-                        lambda b, s, i: torchvision.ops.batched_nms(b, s, i, THRESHOLD)),
+        "nms": (
+            "nms",
+            lambda b, s, i: torch.ops.mmops.nms(b, s, THRESHOLD),
+            lambda b, s, i: torchvision.ops.nms(b, s, THRESHOLD),
+        ),
+        "batched_nms": (
+            f"batched_nms ({CATEGORIES} cat.)",
+            lambda b, s, i: torch.ops.mmops.batched_nms(b, s, i, THRESHOLD),
+            lambda b, s, i: torchvision.ops.batched_nms(b, s, i, THRESHOLD),
+        ),
     }
     rows, problems = [], []
     for dtype in dtypes:
@@ -132,8 +144,9 @@ def main() -> int:
                         problems.append(f"{case} n={n} {dname}: kept indices differ from torchvision")
                     base_ms = timer(lambda: tv_op(boxes, scores, idxs))
                 mine = timer(lambda: mmops_op(boxes, scores, idxs))
-                rows.append([label, n, dname, fmt_ms(mine), fmt_ms(base_ms), fmt_ratio(base_ms, mine), "torchvision",
-                             check])
+                rows.append(
+                    [label, n, dname, fmt_ms(mine), fmt_ms(base_ms), fmt_ratio(base_ms, mine), "torchvision", check]
+                )
     return report(rows, problems)
 
 

@@ -42,10 +42,19 @@ from dataclasses import dataclass
 from typing import Optional
 
 import torch
+from bench_common import (
+    Timer,
+    add_run_arguments,
+    fmt_ms,
+    fmt_ratio,
+    parse_list,
+    print_columns,
+    report_problems,
+    resolve_run,
+    select_cases,
+)
 
 import mmops
-from bench_common import (Timer, add_run_arguments, fmt_ms, fmt_ratio, parse_list, print_columns,
-                          report_problems, resolve_run, select_cases)
 
 try:  # the baseline; without it only mmops is timed
     import torchvision
@@ -192,7 +201,7 @@ def _reference_chunks(x_hwc, hw, rois, output_size, spatial_scale, sampling_rati
             for yi, wy in ((yl, wyl), (yh, wyh)):
                 for xi, wx in ((xl, wxl), (xh, wxh)):
                     idx = (yi[:, :, None] * w + xi[:, None, :]).flatten(1)  # [R, P]
-                    wgt = (wy[:, :, None] * wx[:, None, :]).flatten(1)      # [R, P]
+                    wgt = (wy[:, :, None] * wx[:, None, :]).flatten(1)  # [R, P]
                     val = val + wgt[..., None] * x_hwc[batch.expand_as(idx), idx]  # [R, P, C]
             val = val * (vy[:, :, None] & vx[:, None, :]).flatten(1)[..., None]
             val = val.view(len(chunk), oh, g_h, ow, g_w, c)
@@ -200,8 +209,7 @@ def _reference_chunks(x_hwc, hw, rois, output_size, spatial_scale, sampling_rati
             yield chunk, pooled.permute(0, 3, 1, 2)
 
 
-def reference_with_grad(x, rois, grad_out, output_size, spatial_scale, sampling_ratio, pool_mode,
-                        aligned=True):
+def reference_with_grad(x, rois, grad_out, output_size, spatial_scale, sampling_ratio, pool_mode, aligned=True):
     """Float64 RoIAlign (mmcv semantics) written with plain torch ops, no mmops
     and no torchvision: returns (output [K, C, oh, ow], input gradient for
     grad_out). Vectorised over rois of equal sampling grid, in chunks."""
@@ -212,25 +220,27 @@ def reference_with_grad(x, rois, grad_out, output_size, spatial_scale, sampling_
     grad = torch.zeros_like(x_hwc)
     g64 = grad_out.to(torch.float64)
     with torch.enable_grad():
-        for chunk, pooled in _reference_chunks(x_hwc, (h, w), rois, output_size, spatial_scale,
-                                               sampling_ratio, pool_mode, aligned):
+        for chunk, pooled in _reference_chunks(
+            x_hwc, (h, w), rois, output_size, spatial_scale, sampling_ratio, pool_mode, aligned
+        ):
             out[chunk] = pooled.detach()
             grad += torch.autograd.grad(pooled, x_hwc, g64[chunk])[0]
     return out, grad.view(n, h, w, c).permute(0, 3, 1, 2)
 
 
-def multi_level_reference_with_grad(feats, rois, grad_out, output_size, spatial_scales, sampling_ratio,
-                                    pool_mode, aligned=True):
+def multi_level_reference_with_grad(
+    feats, rois, grad_out, output_size, spatial_scales, sampling_ratio, pool_mode, aligned=True
+):
     """The per-level loop over reference_with_grad, float64: returns (output
     [K, C, oh, ow], one input gradient per map). Levels from the float64 rois."""
     levels = map_roi_levels(rois.double(), len(feats))
-    out = torch.zeros((rois.shape[0], feats[0].shape[1]) + tuple(output_size), dtype=torch.float64,
-                      device=rois.device)
+    out = torch.zeros((rois.shape[0], feats[0].shape[1]) + tuple(output_size), dtype=torch.float64, device=rois.device)
     grads = []
     for lvl, (x, scale) in enumerate(zip(feats, spatial_scales)):
         idx = torch.where(levels == lvl)[0]
-        out_l, grad_l = reference_with_grad(x, rois[idx], grad_out[idx], output_size, scale,
-                                            sampling_ratio, pool_mode, aligned)
+        out_l, grad_l = reference_with_grad(
+            x, rois[idx], grad_out[idx], output_size, scale, sampling_ratio, pool_mode, aligned
+        )
         out[idx] = out_l
         grads.append(grad_l)
     return out, grads
@@ -295,16 +305,18 @@ def check_against_reference(out, grad, ref_out, ref_grad, mode, dtype) -> tuple[
         text = f"{fwd_rel:.0e}/{off} el"
     if fwd_rel <= tol_fwd and bwd_ok:
         return text, None
-    return text + " !", (f"forward rel err {fwd_rel:.2e} (tol {tol_fwd:.0e}), "
-                         f"input grad rel err {bwd_rel:.2e} (tol {tol_bwd:.0e})")
+    return text + " !", (
+        f"forward rel err {fwd_rel:.2e} (tol {tol_fwd:.0e}), input grad rel err {bwd_rel:.2e} (tol {tol_bwd:.0e})"
+    )
 
 
 def flat(tensors) -> torch.Tensor:
     return torch.cat([t.reshape(-1) for t in tensors])
 
 
-def bench_rows(case, dtype_name, layout_name, modes, timer, problems, xs, xs_req, grad_out,
-               mm, tv, reference) -> list[Row]:
+def bench_rows(
+    case, dtype_name, layout_name, modes, timer, problems, xs, xs_req, grad_out, mm, tv, reference
+) -> list[Row]:
     """Checks then times one configuration for each pool mode. xs / xs_req are the
     feature maps (without / with requires_grad); mm(maps, mode) and tv(maps) pool
     with mmops and with the torchvision baseline; reference(mode) gives the float64
@@ -383,8 +395,7 @@ def bench_config(case, dtype_name, layout_name, modes, device, timer, problems) 
         return ref_out, ref_grad.reshape(-1)
 
     x_req = x.detach().clone(memory_format=fmt).requires_grad_(True)
-    return bench_rows(case, dtype_name, layout_name, modes, timer, problems, [x], [x_req], grad_out,
-                      mm, tv, reference)
+    return bench_rows(case, dtype_name, layout_name, modes, timer, problems, [x], [x_req], grad_out, mm, tv, reference)
 
 
 def bench_multi_level_config(case, dtype_name, layout_name, modes, device, timer, problems) -> list[Row]:
@@ -399,32 +410,55 @@ def bench_multi_level_config(case, dtype_name, layout_name, modes, device, timer
     grad_out = make_grad_out(case, out_hw, device, dtype)
 
     def mm(maps, mode):
-        return torch.ops.mmops.multi_level_roi_align(maps, boxes, list(out_hw), scales, case.sampling_ratio,
-                                                     mode, True, FINEST_SCALE)
+        return torch.ops.mmops.multi_level_roi_align(
+            maps, boxes, list(out_hw), scales, case.sampling_ratio, mode, True, FINEST_SCALE
+        )
 
     def tv(maps):
         return tv_multi_level_roi_align(maps, boxes, out_hw, scales, case.sampling_ratio, aligned=True)
 
     def reference(mode):
-        ref_out, ref_grads = multi_level_reference_with_grad(xs, boxes, grad_out, out_hw, scales,
-                                                             case.sampling_ratio, mode)
+        ref_out, ref_grads = multi_level_reference_with_grad(
+            xs, boxes, grad_out, out_hw, scales, case.sampling_ratio, mode
+        )
         return ref_out, flat(ref_grads)
 
     xs_req = [x.detach().clone(memory_format=fmt).requires_grad_(True) for x in xs]
-    return bench_rows(case, dtype_name, layout_name, modes, timer, problems, xs, xs_req, grad_out,
-                      mm, tv, reference)
+    return bench_rows(case, dtype_name, layout_name, modes, timer, problems, xs, xs_req, grad_out, mm, tv, reference)
 
 
 def print_table(rows: list[Row]) -> None:
-    header = ["case", "dtype", "layout", "mode",
-              "torchvision fwd ms", "mmops fwd ms", "ratio",
-              "torchvision fwd+bwd ms", "mmops fwd+bwd ms", "ratio",
-              "mmops det fwd+bwd ms", "det/default", "rel err fwd/bwd"]
+    header = [
+        "case",
+        "dtype",
+        "layout",
+        "mode",
+        "torchvision fwd ms",
+        "mmops fwd ms",
+        "ratio",
+        "torchvision fwd+bwd ms",
+        "mmops fwd+bwd ms",
+        "ratio",
+        "mmops det fwd+bwd ms",
+        "det/default",
+        "rel err fwd/bwd",
+    ]
     cells = [
-        [r.case, r.dtype, r.layout, r.mode,
-         fmt_ms(r.tv_fwd), fmt_ms(r.mm_fwd), fmt_ratio(r.tv_fwd, r.mm_fwd),
-         fmt_ms(r.tv_fb), fmt_ms(r.mm_fb), fmt_ratio(r.tv_fb, r.mm_fb),
-         fmt_ms(r.mm_det_fb), fmt_ratio(r.mm_det_fb, r.mm_fb), r.check]
+        [
+            r.case,
+            r.dtype,
+            r.layout,
+            r.mode,
+            fmt_ms(r.tv_fwd),
+            fmt_ms(r.mm_fwd),
+            fmt_ratio(r.tv_fwd, r.mm_fwd),
+            fmt_ms(r.tv_fb),
+            fmt_ms(r.mm_fb),
+            fmt_ratio(r.tv_fb, r.mm_fb),
+            fmt_ms(r.mm_det_fb),
+            fmt_ratio(r.mm_det_fb, r.mm_fb),
+            r.check,
+        ]
         for r in rows
     ]
     print_columns(header, cells, left=4)  # the first four columns are text, the rest numbers
@@ -450,23 +484,32 @@ def main() -> int:
 
     where = torch.cuda.get_device_name(device) if cuda else f"cpu, {torch.get_num_threads()} threads"
     tv_version = torchvision.__version__ if torchvision is not None else "not installed"
-    print(f"roi_align benchmark on {where}: torch {torch.__version__}, torchvision {tv_version}, "
-          f"mmops from {getattr(mmops, 'library_path', '?')}")
-    print(f"median of {iters} iterations after {warmup} warm-ups; ratio = torchvision / mmops (>1: mmops faster); "
-          f"rel err = max|mmops - float64 reference| / max|reference|, output / input grad")
+    print(
+        f"roi_align benchmark on {where}: torch {torch.__version__}, torchvision {tv_version}, "
+        f"mmops from {getattr(mmops, 'library_path', '?')}"
+    )
+    print(
+        f"median of {iters} iterations after {warmup} warm-ups; ratio = torchvision / mmops (>1: mmops faster); "
+        f"rel err = max|mmops - float64 reference| / max|reference|, output / input grad"
+    )
     for c in cases:
         n, ch, h, w = c.shape
         if c.strides:
             maps = ", ".join(f"{s[2]}x{s[3]}" for s in level_shapes(c))
-            per_level = torch.bincount(map_roi_levels(make_multi_level_inputs(c)[1], len(c.strides)),
-                                       minlength=len(c.strides)).tolist()
-            print(f"  {c.name:10s} input {n}x{ch}x{{{maps}}}, strides {'/'.join(map(str, c.strides))}, "
-                  f"{c.num_rois} rois (per level {'/'.join(map(str, per_level))}), "
-                  f"{c.output_size}x{c.output_size}, sampling_ratio {c.sampling_ratio}, aligned, "
-                  f"finest_scale {FINEST_SCALE}")
+            per_level = torch.bincount(
+                map_roi_levels(make_multi_level_inputs(c)[1], len(c.strides)), minlength=len(c.strides)
+            ).tolist()
+            print(
+                f"  {c.name:10s} input {n}x{ch}x{{{maps}}}, strides {'/'.join(map(str, c.strides))}, "
+                f"{c.num_rois} rois (per level {'/'.join(map(str, per_level))}), "
+                f"{c.output_size}x{c.output_size}, sampling_ratio {c.sampling_ratio}, aligned, "
+                f"finest_scale {FINEST_SCALE}"
+            )
             continue
-        print(f"  {c.name:10s} input {n}x{ch}x{h}x{w}, scale 1/{round(1 / c.spatial_scale)}, {c.num_rois} rois, "
-              f"{c.output_size}x{c.output_size}, sampling_ratio {c.sampling_ratio}, aligned")
+        print(
+            f"  {c.name:10s} input {n}x{ch}x{h}x{w}, scale 1/{round(1 / c.spatial_scale)}, {c.num_rois} rois, "
+            f"{c.output_size}x{c.output_size}, sampling_ratio {c.sampling_ratio}, aligned"
+        )
     print()
 
     timer = Timer(device, iters, warmup)

@@ -28,10 +28,19 @@ from dataclasses import dataclass
 from typing import Optional
 
 import torch
+from bench_common import (
+    Timer,
+    add_run_arguments,
+    fmt_ms,
+    fmt_ratio,
+    parse_list,
+    print_columns,
+    report_problems,
+    resolve_run,
+    select_cases,
+)
 
 import mmops
-from bench_common import (Timer, add_run_arguments, fmt_ms, fmt_ratio, parse_list, print_columns,
-                          report_problems, resolve_run, select_cases)
 
 try:
     import torchvision
@@ -97,11 +106,16 @@ def bench_roi_pool(case, dtype_name, layout, device, timer, problems):
     feats, rois = roi_pool_inputs(shape, scale, num_rois)
     x = feats.to(device=device, dtype=dtype).contiguous(memory_format=fmt)
     r = rois.to(device=device, dtype=dtype)
-    go = torch.randn(num_rois, shape[1], out_size, out_size,
-                     generator=torch.Generator().manual_seed(1)).to(device=device, dtype=dtype)
+    go = torch.randn(num_rois, shape[1], out_size, out_size, generator=torch.Generator().manual_seed(1)).to(
+        device=device, dtype=dtype
+    )
     x_req = x.detach().clone(memory_format=fmt).requires_grad_(True)
-    row = Row("roi_pool", f"{'x'.join(map(str, shape))}, {num_rois} rois, {out_size}x{out_size}, 1/{round(1 / scale)}",
-              dtype_name, layout)
+    row = Row(
+        "roi_pool",
+        f"{'x'.join(map(str, shape))}, {num_rois} rois, {out_size}x{out_size}, 1/{round(1 / scale)}",
+        dtype_name,
+        layout,
+    )
     args = ([out_size, out_size], scale)
 
     def mm():
@@ -127,8 +141,10 @@ def bench_roi_pool(case, dtype_name, layout, device, timer, problems):
         row.check = f"{fwd_err:.0e}/{bwd_err:.0e}"
         if fwd_err > 0 or bwd_err > bwd_tol:
             row.check += " !"
-            problems.append(f"roi_pool/{dtype_name}/{layout}: vs torchvision fp32: output rel err {fwd_err:.2e} "
-                            f"(must be 0), input grad rel err {bwd_err:.2e} (tol {bwd_tol:.0e})")
+            problems.append(
+                f"roi_pool/{dtype_name}/{layout}: vs torchvision fp32: output rel err {fwd_err:.2e} "
+                f"(must be 0), input grad rel err {bwd_err:.2e} (tol {bwd_tol:.0e})"
+            )
     del out, grad
     with torch.no_grad():
         row.mm_fwd = timer(mm)
@@ -138,19 +154,44 @@ def bench_roi_pool(case, dtype_name, layout, device, timer, problems):
             with torch.no_grad():
                 tv_roi_pool(x, r, (out_size, out_size), scale)
                 row.base_fwd = timer(lambda: tv_roi_pool(x, r, (out_size, out_size), scale))
-            row.base_fb = timer(lambda: torch.autograd.grad(tv_roi_pool(x_req, r, (out_size, out_size), scale),
-                                                            x_req, go))
+            row.base_fb = timer(
+                lambda: torch.autograd.grad(tv_roi_pool(x_req, r, (out_size, out_size), scale), x_req, go)
+            )
         except (RuntimeError, NotImplementedError):
             pass  # torchvision has no kernel for this dtype
     return row
 
 
 def print_table(rows):
-    header = ["op", "shape", "dtype", "layout", "baseline fwd ms", "mmops fwd ms", "ratio",
-              "baseline fwd+bwd ms", "mmops fwd+bwd ms", "ratio", "rel err fwd/bwd"]
-    cells = [[r.op, r.shape, r.dtype, r.layout, fmt_ms(r.base_fwd), fmt_ms(r.mm_fwd),
-              fmt_ratio(r.base_fwd, r.mm_fwd), fmt_ms(r.base_fb), fmt_ms(r.mm_fb),
-              fmt_ratio(r.base_fb, r.mm_fb), r.check] for r in rows]
+    header = [
+        "op",
+        "shape",
+        "dtype",
+        "layout",
+        "baseline fwd ms",
+        "mmops fwd ms",
+        "ratio",
+        "baseline fwd+bwd ms",
+        "mmops fwd+bwd ms",
+        "ratio",
+        "rel err fwd/bwd",
+    ]
+    cells = [
+        [
+            r.op,
+            r.shape,
+            r.dtype,
+            r.layout,
+            fmt_ms(r.base_fwd),
+            fmt_ms(r.mm_fwd),
+            fmt_ratio(r.base_fwd, r.mm_fwd),
+            fmt_ms(r.base_fb),
+            fmt_ms(r.mm_fb),
+            fmt_ratio(r.base_fb, r.mm_fb),
+            r.check,
+        ]
+        for r in rows
+    ]
     print_columns(header, cells, left=4)
 
 
@@ -168,10 +209,13 @@ def main() -> int:
     timer = Timer(run.device, run.iters, run.warmup)
     where = torch.cuda.get_device_name(run.device) if run.cuda else f"cpu, {torch.get_num_threads()} threads"
     tv = torchvision.__version__ if torchvision is not None else "not installed"
-    print(f"roi_pool benchmark on {where}: torch {torch.__version__}, torchvision {tv}, "
-          f"mmops from {getattr(mmops, 'library_path', '?')}")
-    print(f"median of {run.iters} iterations after {run.warmup} warm-ups; "
-          f"ratio = baseline / mmops (>1: mmops faster)\n")
+    print(
+        f"roi_pool benchmark on {where}: torch {torch.__version__}, torchvision {tv}, "
+        f"mmops from {getattr(mmops, 'library_path', '?')}"
+    )
+    print(
+        f"median of {run.iters} iterations after {run.warmup} warm-ups; ratio = baseline / mmops (>1: mmops faster)\n"
+    )
 
     rows, problems = [], []
     for case in cases:

@@ -39,8 +39,6 @@ bool strict_index_check() {
 
 TORCH_LIBRARY(mmops, m) {
   // Reached from Python as mmops.set_strict_index_check / mmops.strict_index_check.
-  m.def("_set_strict_index_check(bool enabled) -> ()", [](bool enabled) {
-    mmops::set_strict_index_check(enabled);
-  });
+  m.def("_set_strict_index_check(bool enabled) -> ()", [](bool enabled) { mmops::set_strict_index_check(enabled); });
   m.def("_strict_index_check() -> bool", []() { return mmops::strict_index_check(); });
 }

@@ -50,7 +50,8 @@ bool parse_args(int argc, char** argv, Options& opt) {
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
     auto value = [&]() -> std::string {
-      if (i + 1 >= argc) throw std::invalid_argument("missing value after " + arg);
+      if (i + 1 >= argc)
+        throw std::invalid_argument("missing value after " + arg);
       return argv[++i];
     };
     if (arg == "--device") {
@@ -67,10 +68,12 @@ bool parse_args(int argc, char** argv, Options& opt) {
       positional.push_back(arg);
     }
   }
-  if (positional.size() != 2) return false;
+  if (positional.size() != 2)
+    return false;
   if (opt.device != "auto" && opt.device != "cpu" && opt.device != "cuda")
     throw std::invalid_argument("--device must be auto, cpu or cuda");
-  if (opt.iters < 1 || opt.warmup < 0) throw std::invalid_argument("bad --iters/--warmup");
+  if (opt.iters < 1 || opt.warmup < 0)
+    throw std::invalid_argument("bad --iters/--warmup");
   opt.model_path = positional[0];
   opt.data_path = positional[1];
   return true;
@@ -107,7 +110,8 @@ Agreement compare(const at::Tensor& out, const at::Tensor& ref, double rel_tol =
 }
 
 void sync(const torch::Device& device) {
-  if (device.is_cuda()) torch::cuda::synchronize();
+  if (device.is_cuda())
+    torch::cuda::synchronize();
 }
 
 int run(const Options& opt) {
@@ -141,8 +145,7 @@ int run(const Options& opt) {
   std::printf("mmops C++ inference demo\n");
   std::printf("device:          %s (Python reference computed on %s)\n", device.str().c_str(),
               reference_device.c_str());
-  std::printf("input:           features %s, rois %s\n", shape_str(features).c_str(),
-              shape_str(rois).c_str());
+  std::printf("input:           features %s, rois %s\n", shape_str(features).c_str(), shape_str(rois).c_str());
 
   c10::InferenceMode inference_guard;
 
@@ -155,12 +158,12 @@ int run(const Options& opt) {
   std::printf("checksum:        sum %.6f  abs-sum %.6f\n", out_cpu.sum().item<double>(),
               out_cpu.abs().sum().item<double>());
   const Agreement model_agree = compare(output, expected);
-  std::printf("max |C++ - Python|: %.3e (tolerance %.3e = 1e-4 x max|out| %.4f)\n",
-              model_agree.max_abs_diff, model_agree.tolerance, model_agree.max_abs_ref);
+  std::printf("max |C++ - Python|: %.3e (tolerance %.3e = 1e-4 x max|out| %.4f)\n", model_agree.max_abs_diff,
+              model_agree.tolerance, model_agree.max_abs_ref);
 
   // 2. The public C++ API, with the model's RoIAlign settings.
-  const at::Tensor pooled = mmops::roi_align(features, rois, {pool_size, pool_size}, spatial_scale,
-                                             sampling_ratio, "avg", /*aligned=*/true);
+  const at::Tensor pooled =
+      mmops::roi_align(features, rois, {pool_size, pool_size}, spatial_scale, sampling_ratio, "avg", /*aligned=*/true);
   sync(device);
   const Agreement api_agree = compare(pooled, expected_pooled);
   std::printf("mmops::roi_align: output %s, max |C++ - Python| %.3e\n", shape_str(pooled).c_str(),
@@ -170,7 +173,8 @@ int run(const Options& opt) {
   std::printf("agreement: %s\n", ok ? "OK" : "FAILED");
 
   // 3. Latency of the scripted model (warm-ups also let the JIT specialise).
-  for (int i = 0; i < opt.warmup; ++i) model.forward(inputs);
+  for (int i = 0; i < opt.warmup; ++i)
+    model.forward(inputs);
   sync(device);
   std::vector<double> times_ms;
   times_ms.reserve(opt.iters);
@@ -183,16 +187,15 @@ int run(const Options& opt) {
   }
   std::sort(times_ms.begin(), times_ms.end());
   const size_t n = times_ms.size();
-  const double median =
-      n % 2 ? times_ms[n / 2] : 0.5 * (times_ms[n / 2 - 1] + times_ms[n / 2]);
+  const double median = n % 2 ? times_ms[n / 2] : 0.5 * (times_ms[n / 2 - 1] + times_ms[n / 2]);
   const std::string where =
       use_cuda ? std::string("cuda") : "cpu, " + std::to_string(at::get_num_threads()) + " threads";
-  std::printf("latency:         median %.3f ms, min %.3f ms (%d runs after %d warm-ups, %s)\n",
-              median, times_ms.front(), opt.iters, opt.warmup, where.c_str());
+  std::printf("latency:         median %.3f ms, min %.3f ms (%d runs after %d warm-ups, %s)\n", median,
+              times_ms.front(), opt.iters, opt.warmup, where.c_str());
   return ok ? 0 : 1;
 }
 
-}  // namespace
+} // namespace
 
 int main(int argc, char** argv) {
   Options opt;

@@ -28,8 +28,9 @@ from torch import nn
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-import mmops  # noqa: E402
 from model import POOL_SIZE, SAMPLING_RATIO, SPATIAL_SCALE, RoIHead  # noqa: E402
+
+import mmops  # noqa: E402
 
 # torch.jit.script is deprecated in recent PyTorch but remains the way to hand
 # a model to a libtorch C++ program.
@@ -148,7 +149,8 @@ def main() -> int:
 
     print(f"device:        {args.device} (torch {torch.__version__})")
     print(f"features:      {list(features.shape)}  rois: {list(rois.shape)}")
-    print(f"output:        {list(expected.shape)}  sum {expected.double().sum().item():.6f}  abs-sum {expected.double().abs().sum().item():.6f}")
+    total, abs_total = expected.double().sum().item(), expected.double().abs().sum().item()
+    print(f"output:        {list(expected.shape)}  sum {total:.6f}  abs-sum {abs_total:.6f}")
     print(f"scripted vs eager max|diff|: {script_diff:.3e}   reloaded vs eager: {reload_diff:.3e}")
     print(f"saved {model_path}")
     print(f"saved {data_path}")

@@ -15,14 +15,8 @@ namespace mmops {
 //   spatial_scales: one per map (e.g. 1/4, 1/8, 1/16, 1/32)
 //   output:         [K, C, output_size[0], output_size[1]]
 // See docs/ops/multi_level_roi_align.md.
-at::Tensor multi_level_roi_align(
-    at::TensorList features,
-    const at::Tensor& rois,
-    at::IntArrayRef output_size,
-    at::ArrayRef<double> spatial_scales,
-    int64_t sampling_ratio = 0,
-    c10::string_view pool_mode = "avg",
-    bool aligned = true,
-    int64_t finest_scale = 56);
+at::Tensor multi_level_roi_align(at::TensorList features, const at::Tensor& rois, at::IntArrayRef output_size,
+                                 at::ArrayRef<double> spatial_scales, int64_t sampling_ratio = 0,
+                                 c10::string_view pool_mode = "avg", bool aligned = true, int64_t finest_scale = 56);
 
 } // namespace mmops

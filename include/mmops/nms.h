@@ -21,15 +21,14 @@ at::Tensor nms(const at::Tensor& boxes, const at::Tensor& scores, double iou_thr
 
 // nms inside each category of idxs ([N], integer) only; the kept indices of all
 // categories by decreasing score.
-at::Tensor batched_nms(const at::Tensor& boxes, const at::Tensor& scores, const at::Tensor& idxs,
-                       double iou_threshold);
+at::Tensor batched_nms(const at::Tensor& boxes, const at::Tensor& scores, const at::Tensor& idxs, double iou_threshold);
 
 // mmcv soft-NMS. method: "naive" (score 0 when IoU >= iou_threshold), "linear"
 // (score * (1 - IoU) when IoU >= iou_threshold) or "gaussian" (score *
 // exp(-IoU^2 / sigma)). Returns (dets [K, 5] = (x1, y1, x2, y2, score) in
 // selection order, keep [K] int64 input indices).
 std::tuple<at::Tensor, at::Tensor> soft_nms(const at::Tensor& boxes, const at::Tensor& scores,
-                                            double iou_threshold = 0.3, double sigma = 0.5,
-                                            double min_score = 1e-3, c10::string_view method = "linear");
+                                            double iou_threshold = 0.3, double sigma = 0.5, double min_score = 1e-3,
+                                            c10::string_view method = "linear");
 
 } // namespace mmops

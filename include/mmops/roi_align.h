@@ -15,13 +15,8 @@ namespace mmops {
 //   output: [K, C, output_size[0], output_size[1]]
 // pool_mode is "avg" or "max"; sampling_ratio 0 means adaptive (ceil(roi_size / output_size)).
 // See docs/ops/roi_align.md.
-at::Tensor roi_align(
-    const at::Tensor& input,
-    const at::Tensor& rois,
-    at::IntArrayRef output_size,
-    double spatial_scale = 1.0,
-    int64_t sampling_ratio = 0,
-    c10::string_view pool_mode = "avg",
-    bool aligned = true);
+at::Tensor roi_align(const at::Tensor& input, const at::Tensor& rois, at::IntArrayRef output_size,
+                     double spatial_scale = 1.0, int64_t sampling_ratio = 0, c10::string_view pool_mode = "avg",
+                     bool aligned = true);
 
 } // namespace mmops

@@ -12,10 +12,7 @@ namespace mmops {
 //   rois:   [K, 5] = (batch_index, x1, y1, x2, y2) in image coordinates, same dtype/device
 //   output: [K, C, output_size[0], output_size[1]]
 // Differentiable w.r.t. input (the gradient goes to each bin's max pixel).
-at::Tensor roi_pool(
-    const at::Tensor& input,
-    const at::Tensor& rois,
-    at::IntArrayRef output_size,
-    double spatial_scale = 1.0);
+at::Tensor roi_pool(const at::Tensor& input, const at::Tensor& rois, at::IntArrayRef output_size,
+                    double spatial_scale = 1.0);
 
 } // namespace mmops

@@ -34,7 +34,8 @@ void all_pairs_backward(const scalar_t* grad, const scalar_t* b1, const scalar_t
   const int64_t others = kFirst ? n : m;
   at::parallel_for(0, count, pair_grain(others), [&](int64_t begin, int64_t end) {
     for (int64_t i = begin; i < end; ++i) {
-      box_iou::store_box(out, i, bbox_overlaps_math::pair_gradient_sum<kFirst>(grad, b1, b2, m, n, i, 0, 1, offset, iof));
+      box_iou::store_box(out, i,
+                         bbox_overlaps_math::pair_gradient_sum<kFirst>(grad, b1, b2, m, n, i, 0, 1, offset, iof));
     }
   });
 }
@@ -82,33 +83,31 @@ at::Tensor bbox_overlaps_cpu(const at::Tensor& bboxes1, const at::Tensor& bboxes
   return a.out;
 }
 
-std::tuple<at::Tensor, at::Tensor> bbox_overlaps_backward_cpu(const at::Tensor& grad_output,
-                                                              const at::Tensor& bboxes1,
-                                                              const at::Tensor& bboxes2,
-                                                              const BBoxOverlapsParams& p) {
+std::tuple<at::Tensor, at::Tensor> bbox_overlaps_backward_cpu(const at::Tensor& grad_output, const at::Tensor& bboxes1,
+                                                              const at::Tensor& bboxes2, const BBoxOverlapsParams& p) {
   const BackwardArgs a = backward_args(grad_output, bboxes1, bboxes2);
   const int64_t m = a.bboxes1.size(0);
   const int64_t n = a.bboxes2.size(0);
-  AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, a.bboxes1.scalar_type(),
-                                  "mmops::bbox_overlaps backward (CPU)", [&] {
-    using acc_t = at::opmath_type<scalar_t>;
-    const acc_t offset = static_cast<acc_t>(p.offset);
-    const scalar_t* b1 = a.bboxes1.const_data_ptr<scalar_t>();
-    const scalar_t* b2 = a.bboxes2.const_data_ptr<scalar_t>();
-    const scalar_t* g = a.grad_output.const_data_ptr<scalar_t>();
-    scalar_t* g1 = a.grad1.mutable_data_ptr<scalar_t>();
-    scalar_t* g2 = a.grad2.mutable_data_ptr<scalar_t>();
-    if (p.aligned) {
-      at::parallel_for(0, m, 2048, [&](int64_t begin, int64_t end) {
-        for (int64_t i = begin; i < end; ++i) {
-          bbox_overlaps_math::aligned_overlap_backward(g, b1, b2, i, offset, p.iof, g1, g2);
+  AT_DISPATCH_FLOATING_TYPES_AND2(
+      at::kHalf, at::kBFloat16, a.bboxes1.scalar_type(), "mmops::bbox_overlaps backward (CPU)", [&] {
+        using acc_t = at::opmath_type<scalar_t>;
+        const acc_t offset = static_cast<acc_t>(p.offset);
+        const scalar_t* b1 = a.bboxes1.const_data_ptr<scalar_t>();
+        const scalar_t* b2 = a.bboxes2.const_data_ptr<scalar_t>();
+        const scalar_t* g = a.grad_output.const_data_ptr<scalar_t>();
+        scalar_t* g1 = a.grad1.mutable_data_ptr<scalar_t>();
+        scalar_t* g2 = a.grad2.mutable_data_ptr<scalar_t>();
+        if (p.aligned) {
+          at::parallel_for(0, m, 2048, [&](int64_t begin, int64_t end) {
+            for (int64_t i = begin; i < end; ++i) {
+              bbox_overlaps_math::aligned_overlap_backward(g, b1, b2, i, offset, p.iof, g1, g2);
+            }
+          });
+          return;
         }
+        all_pairs_backward<true>(g, b1, b2, m, n, offset, p.iof, g1);
+        all_pairs_backward<false>(g, b1, b2, m, n, offset, p.iof, g2);
       });
-      return;
-    }
-    all_pairs_backward<true>(g, b1, b2, m, n, offset, p.iof, g1);
-    all_pairs_backward<false>(g, b1, b2, m, n, offset, p.iof, g2);
-  });
   return {a.grad1, a.grad2};
 }
 

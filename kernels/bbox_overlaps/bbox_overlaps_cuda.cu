@@ -25,12 +25,12 @@ using bbox_overlaps_math::load_box;
 using bbox_overlaps_math::store_box;
 
 constexpr int kTileSide = 32;
-constexpr int kRowsPerThread = 4;  // blockDim = (32, 8)
+constexpr int kRowsPerThread = 4; // blockDim = (32, 8)
 
 template <typename scalar_t, typename acc_t>
-__global__ void __launch_bounds__(kTileSide * kTileSide / kRowsPerThread) all_pairs_kernel(
-    const scalar_t* __restrict__ b1, const scalar_t* __restrict__ b2, int64_t m, int64_t n, acc_t offset,
-    bool iof, scalar_t* __restrict__ out) {
+__global__ void __launch_bounds__(kTileSide* kTileSide / kRowsPerThread)
+    all_pairs_kernel(const scalar_t* __restrict__ b1, const scalar_t* __restrict__ b2, int64_t m, int64_t n,
+                     acc_t offset, bool iof, scalar_t* __restrict__ out) {
   __shared__ Box<acc_t> s_rows[kTileSide];
   __shared__ Box<acc_t> s_cols[kTileSide];
   __shared__ acc_t s_row_area[kTileSide];
@@ -59,8 +59,8 @@ __global__ void __launch_bounds__(kTileSide * kTileSide / kRowsPerThread) all_pa
     const int r = ty + q * (kTileSide / kRowsPerThread);
     const int64_t row = row0 + r;
     if (row < m) {
-      out[row * n + col] = static_cast<scalar_t>(
-          box_iou::overlap(s_rows[r], s_cols[tx], s_row_area[r], s_col_area[tx], offset, iof));
+      out[row * n + col] =
+          static_cast<scalar_t>(box_iou::overlap(s_rows[r], s_cols[tx], s_row_area[r], s_col_area[tx], offset, iof));
     }
   }
 }
@@ -90,13 +90,13 @@ __global__ void aligned_backward_kernel(const scalar_t* __restrict__ grad, const
 // over the other set, then a fixed shuffle tree sums the four coordinates.
 template <typename scalar_t, typename acc_t, bool kFirst>
 __global__ void all_pairs_backward_kernel(const scalar_t* __restrict__ grad, const scalar_t* __restrict__ b1,
-                                          const scalar_t* __restrict__ b2, int64_t m, int64_t n, acc_t offset,
-                                          bool iof, scalar_t* __restrict__ out) {
+                                          const scalar_t* __restrict__ b2, int64_t m, int64_t n, acc_t offset, bool iof,
+                                          scalar_t* __restrict__ out) {
   const int64_t box = (blockIdx.x * int64_t(blockDim.x) + threadIdx.x) >> 5;
   const int lane = threadIdx.x & 31;
   const int64_t count = kFirst ? m : n;
   if (box >= count) {
-    return;  // whole warps leave together
+    return; // whole warps leave together
   }
   Box<acc_t> acc = bbox_overlaps_math::pair_gradient_sum<kFirst>(grad, b1, b2, m, n, box, lane, 32, offset, iof);
   for (int s = 16; s > 0; s >>= 1) {
@@ -121,35 +121,34 @@ at::Tensor bbox_overlaps_cuda(const at::Tensor& bboxes1, const at::Tensor& bboxe
   const int64_t m = a.bboxes1.size(0);
   const int64_t n = a.bboxes2.size(0);
   cudaStream_t stream = c10::cuda::getCurrentCUDAStream();
-  AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, a.bboxes1.scalar_type(), "mmops::bbox_overlaps (CUDA)", [&] {
-    using acc_t = at::opmath_type<scalar_t>;
-    const acc_t offset = static_cast<acc_t>(p.offset);
-    if (p.aligned) {
-      const int threads = 256;
-      const int64_t blocks = (m + threads - 1) / threads;
-      aligned_kernel<scalar_t, acc_t><<<blocks, threads, 0, stream>>>(
-          a.bboxes1.const_data_ptr<scalar_t>(), a.bboxes2.const_data_ptr<scalar_t>(), m, offset, p.iof,
-          a.out.mutable_data_ptr<scalar_t>());
-      C10_CUDA_KERNEL_LAUNCH_CHECK();
-    } else {
-      const int64_t tiles = ((m + kTileSide - 1) / kTileSide) * ((n + kTileSide - 1) / kTileSide);
-      TORCH_CHECK(tiles <= std::numeric_limits<int32_t>::max(), "mmops::bbox_overlaps: ", m, " x ", n,
-                  " pairs are more than one CUDA launch covers");
-      const dim3 grid(static_cast<unsigned>(tiles));
-      const dim3 block(kTileSide, kTileSide / kRowsPerThread);
-      all_pairs_kernel<scalar_t, acc_t><<<grid, block, 0, stream>>>(
-          a.bboxes1.const_data_ptr<scalar_t>(), a.bboxes2.const_data_ptr<scalar_t>(), m, n, offset, p.iof,
-          a.out.mutable_data_ptr<scalar_t>());
-      C10_CUDA_KERNEL_LAUNCH_CHECK();
-    }
-  });
+  AT_DISPATCH_FLOATING_TYPES_AND2(
+      at::kHalf, at::kBFloat16, a.bboxes1.scalar_type(), "mmops::bbox_overlaps (CUDA)", [&] {
+        using acc_t = at::opmath_type<scalar_t>;
+        const acc_t offset = static_cast<acc_t>(p.offset);
+        if (p.aligned) {
+          const int threads = 256;
+          const int64_t blocks = (m + threads - 1) / threads;
+          aligned_kernel<scalar_t, acc_t><<<blocks, threads, 0, stream>>>(
+              a.bboxes1.const_data_ptr<scalar_t>(), a.bboxes2.const_data_ptr<scalar_t>(), m, offset, p.iof,
+              a.out.mutable_data_ptr<scalar_t>());
+          C10_CUDA_KERNEL_LAUNCH_CHECK();
+        } else {
+          const int64_t tiles = ((m + kTileSide - 1) / kTileSide) * ((n + kTileSide - 1) / kTileSide);
+          TORCH_CHECK(tiles <= std::numeric_limits<int32_t>::max(), "mmops::bbox_overlaps: ", m, " x ", n,
+                      " pairs are more than one CUDA launch covers");
+          const dim3 grid(static_cast<unsigned>(tiles));
+          const dim3 block(kTileSide, kTileSide / kRowsPerThread);
+          all_pairs_kernel<scalar_t, acc_t>
+              <<<grid, block, 0, stream>>>(a.bboxes1.const_data_ptr<scalar_t>(), a.bboxes2.const_data_ptr<scalar_t>(),
+                                           m, n, offset, p.iof, a.out.mutable_data_ptr<scalar_t>());
+          C10_CUDA_KERNEL_LAUNCH_CHECK();
+        }
+      });
   return a.out;
 }
 
-std::tuple<at::Tensor, at::Tensor> bbox_overlaps_backward_cuda(const at::Tensor& grad_output,
-                                                               const at::Tensor& bboxes1,
-                                                               const at::Tensor& bboxes2,
-                                                               const BBoxOverlapsParams& p) {
+std::tuple<at::Tensor, at::Tensor> bbox_overlaps_backward_cuda(const at::Tensor& grad_output, const at::Tensor& bboxes1,
+                                                               const at::Tensor& bboxes2, const BBoxOverlapsParams& p) {
   const c10::cuda::CUDAGuard guard(bboxes1.device());
   const BackwardArgs a = backward_args(grad_output, bboxes1, bboxes2);
   const int64_t m = a.bboxes1.size(0);
@@ -158,32 +157,33 @@ std::tuple<at::Tensor, at::Tensor> bbox_overlaps_backward_cuda(const at::Tensor&
     return {a.grad1, a.grad2};
   }
   cudaStream_t stream = c10::cuda::getCurrentCUDAStream();
-  AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, a.bboxes1.scalar_type(),
-                                  "mmops::bbox_overlaps backward (CUDA)", [&] {
-    using acc_t = at::opmath_type<scalar_t>;
-    const acc_t offset = static_cast<acc_t>(p.offset);
-    const int threads = 256;
-    if (p.aligned) {
-      aligned_backward_kernel<scalar_t, acc_t><<<(m + threads - 1) / threads, threads, 0, stream>>>(
-          a.grad_output.const_data_ptr<scalar_t>(), a.bboxes1.const_data_ptr<scalar_t>(), a.bboxes2.const_data_ptr<scalar_t>(),
-          m, offset, p.iof, a.grad1.mutable_data_ptr<scalar_t>(), a.grad2.mutable_data_ptr<scalar_t>());
-      C10_CUDA_KERNEL_LAUNCH_CHECK();
-      return;
-    }
-    const int warps = threads / 32;
-    if (m > 0) {
-      all_pairs_backward_kernel<scalar_t, acc_t, true><<<(m + warps - 1) / warps, threads, 0, stream>>>(
-          a.grad_output.const_data_ptr<scalar_t>(), a.bboxes1.const_data_ptr<scalar_t>(), a.bboxes2.const_data_ptr<scalar_t>(),
-          m, n, offset, p.iof, a.grad1.mutable_data_ptr<scalar_t>());
-      C10_CUDA_KERNEL_LAUNCH_CHECK();
-    }
-    if (n > 0) {
-      all_pairs_backward_kernel<scalar_t, acc_t, false><<<(n + warps - 1) / warps, threads, 0, stream>>>(
-          a.grad_output.const_data_ptr<scalar_t>(), a.bboxes1.const_data_ptr<scalar_t>(), a.bboxes2.const_data_ptr<scalar_t>(),
-          m, n, offset, p.iof, a.grad2.mutable_data_ptr<scalar_t>());
-      C10_CUDA_KERNEL_LAUNCH_CHECK();
-    }
-  });
+  AT_DISPATCH_FLOATING_TYPES_AND2(
+      at::kHalf, at::kBFloat16, a.bboxes1.scalar_type(), "mmops::bbox_overlaps backward (CUDA)", [&] {
+        using acc_t = at::opmath_type<scalar_t>;
+        const acc_t offset = static_cast<acc_t>(p.offset);
+        const int threads = 256;
+        if (p.aligned) {
+          aligned_backward_kernel<scalar_t, acc_t><<<(m + threads - 1) / threads, threads, 0, stream>>>(
+              a.grad_output.const_data_ptr<scalar_t>(), a.bboxes1.const_data_ptr<scalar_t>(),
+              a.bboxes2.const_data_ptr<scalar_t>(), m, offset, p.iof, a.grad1.mutable_data_ptr<scalar_t>(),
+              a.grad2.mutable_data_ptr<scalar_t>());
+          C10_CUDA_KERNEL_LAUNCH_CHECK();
+          return;
+        }
+        const int warps = threads / 32;
+        if (m > 0) {
+          all_pairs_backward_kernel<scalar_t, acc_t, true><<<(m + warps - 1) / warps, threads, 0, stream>>>(
+              a.grad_output.const_data_ptr<scalar_t>(), a.bboxes1.const_data_ptr<scalar_t>(),
+              a.bboxes2.const_data_ptr<scalar_t>(), m, n, offset, p.iof, a.grad1.mutable_data_ptr<scalar_t>());
+          C10_CUDA_KERNEL_LAUNCH_CHECK();
+        }
+        if (n > 0) {
+          all_pairs_backward_kernel<scalar_t, acc_t, false><<<(n + warps - 1) / warps, threads, 0, stream>>>(
+              a.grad_output.const_data_ptr<scalar_t>(), a.bboxes1.const_data_ptr<scalar_t>(),
+              a.bboxes2.const_data_ptr<scalar_t>(), m, n, offset, p.iof, a.grad2.mutable_data_ptr<scalar_t>());
+          C10_CUDA_KERNEL_LAUNCH_CHECK();
+        }
+      });
   return {a.grad1, a.grad2};
 }
 

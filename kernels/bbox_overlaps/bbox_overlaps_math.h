@@ -30,8 +30,7 @@ C10_HOST_DEVICE inline scalar_t aligned_overlap(const scalar_t* b1, const scalar
 // Aligned mode: the gradients of row i of both sets (grad: [M]) into g1 and g2.
 template <typename scalar_t, typename acc_t>
 C10_HOST_DEVICE inline void aligned_overlap_backward(const scalar_t* grad, const scalar_t* b1, const scalar_t* b2,
-                                                     int64_t i, acc_t offset, bool iof, scalar_t* g1,
-                                                     scalar_t* g2) {
+                                                     int64_t i, acc_t offset, bool iof, scalar_t* g1, scalar_t* g2) {
   Box<acc_t> ga{0, 0, 0, 0};
   Box<acc_t> gb{0, 0, 0, 0};
   box_iou::overlap_backward(load_box<scalar_t, acc_t>(b1, i), load_box<scalar_t, acc_t>(b2, i), offset, iof,

@@ -105,8 +105,7 @@ C10_HOST_DEVICE inline T intersection(const Box<T>& a, const Box<T>& b, T offset
 // Overlap of a and b given their areas from box_area (NaN area: overlap 0).
 // iof: intersection over a's area; else intersection over union.
 template <typename T>
-C10_HOST_DEVICE inline T overlap(const Box<T>& a, const Box<T>& b, T area_a, T area_b, T offset,
-                                 bool iof) {
+C10_HOST_DEVICE inline T overlap(const Box<T>& a, const Box<T>& b, T area_a, T area_b, T offset, bool iof) {
   if (!(area_a == area_a) || !(area_b == area_b)) {
     return T(0);
   }
@@ -123,8 +122,8 @@ C10_HOST_DEVICE inline T overlap(const Box<T>& a, const Box<T>& b, T area_a, T a
 // or a clamped base passes none, and where the overlap is 0 by definition
 // (non-finite box, base <= 0) the gradient is 0.
 template <typename T>
-C10_HOST_DEVICE inline void overlap_backward(const Box<T>& a, const Box<T>& b, T offset, bool iof, T g,
-                                             Box<T>& ga, Box<T>& gb) {
+C10_HOST_DEVICE inline void overlap_backward(const Box<T>& a, const Box<T>& b, T offset, bool iof, T g, Box<T>& ga,
+                                             Box<T>& gb) {
   const T area_a = box_area(a, offset);
   const T area_b = box_area(b, offset);
   if (!(area_a == area_a) || !(area_b == area_b)) {
@@ -150,9 +149,9 @@ C10_HOST_DEVICE inline void overlap_backward(const Box<T>& a, const Box<T>& b, T
   // d inter = h * d w + w * d h, w = min(x2) - max(x1) + offset where positive.
   const T dw = wx > T(0) ? c_inter * h : T(0);
   const T dh = hy > T(0) ? c_inter * w : T(0);
-  const bool a_x2 = !(b.x2 < a.x2);  // min_of(a.x2, b.x2) picked a.x2
+  const bool a_x2 = !(b.x2 < a.x2); // min_of(a.x2, b.x2) picked a.x2
   const bool a_y2 = !(b.y2 < a.y2);
-  const bool a_x1 = !(a.x1 < b.x1);  // max_of(a.x1, b.x1) picked a.x1
+  const bool a_x1 = !(a.x1 < b.x1); // max_of(a.x1, b.x1) picked a.x1
   const bool a_y1 = !(a.y1 < b.y1);
   const T aw = a.x2 - a.x1 + offset;
   const T ah = a.y2 - a.y1 + offset;

@@ -23,9 +23,9 @@ struct alignas(sizeof(scalar_t) * VEC) Pack {
 // A read-only (non-coherent cache) load of a Pack of 2 to 16 bytes.
 template <typename P>
 __device__ inline P load_readonly(const P* address) {
-  using Bits = std::conditional_t<sizeof(P) == 2, unsigned short,
-               std::conditional_t<sizeof(P) == 4, unsigned int,
-               std::conditional_t<sizeof(P) == 8, uint2, uint4>>>;
+  using Bits = std::conditional_t<
+      sizeof(P) == 2, unsigned short,
+      std::conditional_t<sizeof(P) == 4, unsigned int, std::conditional_t<sizeof(P) == 8, uint2, uint4>>>;
   static_assert(sizeof(Bits) == sizeof(P), "unexpected pack size");
   const Bits bits = __ldg(reinterpret_cast<const Bits*>(address));
   P value;

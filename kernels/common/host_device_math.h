@@ -48,7 +48,7 @@ MMOPS_UNARY_HOST_DEVICE_FN(log1p_of, log1p)
 template <typename T>
 C10_HOST_DEVICE inline int64_t batch_index(T value, int64_t batch_size) {
   if (!(value >= T(0) && value < static_cast<T>(batch_size))) {
-    return -1;  // also NaN
+    return -1; // also NaN
   }
   return static_cast<int64_t>(value);
 }
@@ -68,9 +68,7 @@ struct MaxTracker {
     best = take ? value : best;
     index = take ? position : index;
   }
-  C10_HOST_DEVICE inline T result() const {
-    return index < 0 ? T(0) : best;
-  }
+  C10_HOST_DEVICE inline T result() const { return index < 0 ? T(0) : best; }
 };
 
 } // namespace host_device_math

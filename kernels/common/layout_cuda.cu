@@ -18,8 +18,8 @@ at::Tensor channels_last_cuda(const at::Tensor& input) {
   if (out.numel() > 0) {
     const cudaStream_t stream = c10::cuda::getCurrentCUDAStream();
     AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, input.scalar_type(), "mmops channels_last", [&] {
-      layout::transpose(nchw.const_data_ptr<scalar_t>(), out.mutable_data_ptr<scalar_t>(), input.size(0),
-                        input.size(1), input.size(2) * input.size(3), stream);
+      layout::transpose(nchw.const_data_ptr<scalar_t>(), out.mutable_data_ptr<scalar_t>(), input.size(0), input.size(1),
+                        input.size(2) * input.size(3), stream);
     });
   }
   return out;

@@ -5,8 +5,8 @@
 // the writes coalesced; 16 elements per thread keep enough loads in flight.
 // The element type may change on the way (e.g. float sums -> half gradients).
 
-#include <c10/cuda/CUDAStream.h>
 #include <c10/cuda/CUDAException.h>
+#include <c10/cuda/CUDAStream.h>
 
 #include <algorithm>
 #include <cstdint>
@@ -18,8 +18,8 @@ namespace layout {
 constexpr int kTransposeTile = 64;
 
 template <typename in_t, typename out_t>
-__global__ void __launch_bounds__(256) transpose_kernel(const in_t* __restrict__ in, out_t* __restrict__ out,
-                                                        int64_t rows, int64_t cols) {
+__global__ void __launch_bounds__(256)
+    transpose_kernel(const in_t* __restrict__ in, out_t* __restrict__ out, int64_t rows, int64_t cols) {
   __shared__ out_t tile[kTransposeTile][kTransposeTile + 1];
   const int64_t b = blockIdx.z;
   const int64_t r0 = static_cast<int64_t>(blockIdx.y) * kTransposeTile;
@@ -60,8 +60,8 @@ void transpose(const in_t* in, out_t* out, int64_t batches, int64_t rows, int64_
   TORCH_CHECK(row_tiles <= kMaxGridYZ, "mmops: ", rows, " rows are too many to transpose");
   for (int64_t b0 = 0; b0 < batches; b0 += kMaxGridYZ) {
     const dim3 grid((cols + kTransposeTile - 1) / kTransposeTile, row_tiles, std::min(kMaxGridYZ, batches - b0));
-    transpose_kernel<in_t, out_t><<<grid, dim3(32, 8), 0, stream>>>(in + b0 * rows * cols, out + b0 * rows * cols,
-                                                                      rows, cols);
+    transpose_kernel<in_t, out_t>
+        <<<grid, dim3(32, 8), 0, stream>>>(in + b0 * rows * cols, out + b0 * rows * cols, rows, cols);
     C10_CUDA_KERNEL_LAUNCH_CHECK();
   }
 }

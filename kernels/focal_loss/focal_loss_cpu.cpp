@@ -50,9 +50,9 @@ template <typename scalar_t>
 struct FocalRows {
   using acc_t = at::opmath_type<scalar_t>;
   int64_t rows, classes;
-  const scalar_t* x;  // logits [N, C]
-  const int64_t* t;   // class ids [N]
-  const scalar_t* w;  // class weights [C] or null
+  const scalar_t* x; // logits [N, C]
+  const int64_t* t;  // class ids [N]
+  const scalar_t* w; // class weights [C] or null
   acc_t gamma, alpha;
 
   FocalRows(const FocalInputs& in, const FocalLossParams& p)
@@ -66,9 +66,7 @@ struct FocalRows {
 
   // The weight of a row with a valid class id tn: its class weight; 1 without
   // weights and for the sigmoid loss' background id tn == C.
-  acc_t class_weight(int64_t tn) const {
-    return (w && tn < classes) ? static_cast<acc_t>(w[tn]) : acc_t(1);
-  }
+  acc_t class_weight(int64_t tn) const { return (w && tn < classes) ? static_cast<acc_t>(w[tn]) : acc_t(1); }
 };
 
 template <typename scalar_t>
@@ -85,9 +83,8 @@ at::Tensor sigmoid_forward(const FocalInputs& in, const FocalLossParams& p) {
         const acc_t wn = valid ? r.class_weight(tn) : acc_t(0);
         for (int64_t c = 0; c < r.classes; ++c) {
           const int64_t i = n * r.classes + c;
-          const acc_t l = valid
-              ? sigmoid_focal_loss(static_cast<acc_t>(r.x[i]), tn == c, r.gamma, r.alpha) * wn
-              : acc_t(0);
+          const acc_t l =
+              valid ? sigmoid_focal_loss(static_cast<acc_t>(r.x[i]), tn == c, r.gamma, r.alpha) * wn : acc_t(0);
           o[i] = static_cast<scalar_t>(l);
         }
       }
@@ -125,9 +122,9 @@ at::Tensor sigmoid_backward(const FocalInputs& in, const FocalLossParams& p) {
       for (int64_t c = 0; c < r.classes; ++c) {
         const int64_t i = n * r.classes + c;
         const acc_t gout = static_cast<acc_t>(go[elementwise ? i : 0]);
-        const acc_t d = valid
-            ? sigmoid_focal_grad(static_cast<acc_t>(r.x[i]), tn == c, r.gamma, r.alpha) * wn * gout * scale
-            : acc_t(0);
+        const acc_t d =
+            valid ? sigmoid_focal_grad(static_cast<acc_t>(r.x[i]), tn == c, r.gamma, r.alpha) * wn * gout * scale
+                  : acc_t(0);
         g[i] = static_cast<scalar_t>(d);
       }
     }
@@ -199,7 +196,7 @@ at::Tensor softmax_backward(const FocalInputs& in, const FocalLossParams& p) {
       row_stats(xr, r.classes, mx, log_sum);
       const acc_t log_p = static_cast<acc_t>(xr[tn]) - mx - log_sum;
       const acc_t factor = softmax_focal_factor(log_p, r.gamma, r.alpha) * r.class_weight(tn) *
-          static_cast<acc_t>(go[elementwise ? n : 0]) * scale;
+                           static_cast<acc_t>(go[elementwise ? n : 0]) * scale;
       for (int64_t c = 0; c < r.classes; ++c) {
         const acc_t pc = exp_of(static_cast<acc_t>(xr[c]) - mx - log_sum);
         gr[c] = static_cast<scalar_t>(factor * ((c == tn ? acc_t(1) : acc_t(0)) - pc));
@@ -214,38 +211,34 @@ at::Tensor softmax_backward(const FocalInputs& in, const FocalLossParams& p) {
 #define MMOPS_FOCAL_DISPATCH(dtype, name, ...) \
   AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, dtype, name, __VA_ARGS__)
 
-at::Tensor sigmoid_focal_loss_forward_cpu(const at::Tensor& input, const at::Tensor& target,
-                                          const at::Tensor& weight, const FocalLossParams& p) {
+at::Tensor sigmoid_focal_loss_forward_cpu(const at::Tensor& input, const at::Tensor& target, const at::Tensor& weight,
+                                          const FocalLossParams& p) {
   const FocalInputs in(input, target, weight);
-  return MMOPS_FOCAL_DISPATCH(input.scalar_type(), "mmops::sigmoid_focal_loss (CPU)", [&] {
-    return sigmoid_forward<scalar_t>(in, p);
-  });
+  return MMOPS_FOCAL_DISPATCH(input.scalar_type(), "mmops::sigmoid_focal_loss (CPU)",
+                              [&] { return sigmoid_forward<scalar_t>(in, p); });
 }
 
 at::Tensor sigmoid_focal_loss_backward_cpu(const at::Tensor& grad_output, const at::Tensor& input,
                                            const at::Tensor& target, const at::Tensor& weight,
                                            const FocalLossParams& p) {
   const FocalInputs in(input, target, weight, grad_output);
-  return MMOPS_FOCAL_DISPATCH(input.scalar_type(), "mmops::sigmoid_focal_loss backward (CPU)", [&] {
-    return sigmoid_backward<scalar_t>(in, p);
-  });
+  return MMOPS_FOCAL_DISPATCH(input.scalar_type(), "mmops::sigmoid_focal_loss backward (CPU)",
+                              [&] { return sigmoid_backward<scalar_t>(in, p); });
 }
 
-at::Tensor softmax_focal_loss_forward_cpu(const at::Tensor& input, const at::Tensor& target,
-                                          const at::Tensor& weight, const FocalLossParams& p) {
+at::Tensor softmax_focal_loss_forward_cpu(const at::Tensor& input, const at::Tensor& target, const at::Tensor& weight,
+                                          const FocalLossParams& p) {
   const FocalInputs in(input, target, weight);
-  return MMOPS_FOCAL_DISPATCH(input.scalar_type(), "mmops::softmax_focal_loss (CPU)", [&] {
-    return softmax_forward<scalar_t>(in, p);
-  });
+  return MMOPS_FOCAL_DISPATCH(input.scalar_type(), "mmops::softmax_focal_loss (CPU)",
+                              [&] { return softmax_forward<scalar_t>(in, p); });
 }
 
 at::Tensor softmax_focal_loss_backward_cpu(const at::Tensor& grad_output, const at::Tensor& input,
                                            const at::Tensor& target, const at::Tensor& weight,
                                            const FocalLossParams& p) {
   const FocalInputs in(input, target, weight, grad_output);
-  return MMOPS_FOCAL_DISPATCH(input.scalar_type(), "mmops::softmax_focal_loss backward (CPU)", [&] {
-    return softmax_backward<scalar_t>(in, p);
-  });
+  return MMOPS_FOCAL_DISPATCH(input.scalar_type(), "mmops::softmax_focal_loss backward (CPU)",
+                              [&] { return softmax_backward<scalar_t>(in, p); });
 }
 
 } // namespace kernels

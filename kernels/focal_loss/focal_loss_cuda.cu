@@ -86,8 +86,7 @@ __device__ inline T block_sum(T v) {
 // Each block contributes `v` (per thread); the last block to arrive writes
 // out[0] = scale * sum over blocks, adding the block sums in block order.
 template <typename scalar_t, typename acc_t>
-__device__ void finish_reduction(acc_t v, acc_t* partials, unsigned int* ticket, scalar_t* out,
-                                 acc_t scale) {
+__device__ void finish_reduction(acc_t v, acc_t* partials, unsigned int* ticket, scalar_t* out, acc_t scale) {
   __shared__ bool last;
   const acc_t block = block_sum(v);
   if (threadIdx.x == 0) {
@@ -102,7 +101,7 @@ __device__ void finish_reduction(acc_t v, acc_t* partials, unsigned int* ticket,
   __threadfence();
   acc_t s = acc_t(0);
   for (unsigned int b = threadIdx.x; b < gridDim.x; b += blockDim.x) {
-    s += __ldcg(partials + b);  // L2: written by other blocks
+    s += __ldcg(partials + b); // L2: written by other blocks
   }
   const acc_t total = block_sum(s);
   if (threadIdx.x == 0) {
@@ -119,21 +118,19 @@ __device__ inline acc_t sigmoid_row_weight(int64_t t, int64_t classes, const sca
 }
 
 template <typename scalar_t, typename index_t, bool kReduce>
-__global__ void __launch_bounds__(kThreads) sigmoid_forward_kernel(
-    const scalar_t* __restrict__ x, const int64_t* __restrict__ target,
-    const scalar_t* __restrict__ weight, scalar_t* __restrict__ out,
-    at::opmath_type<scalar_t>* partials, unsigned int* ticket, index_t total, index_t classes,
-    at::opmath_type<scalar_t> gamma, at::opmath_type<scalar_t> alpha,
-    at::opmath_type<scalar_t> scale) {
+__global__ void __launch_bounds__(kThreads)
+    sigmoid_forward_kernel(const scalar_t* __restrict__ x, const int64_t* __restrict__ target,
+                           const scalar_t* __restrict__ weight, scalar_t* __restrict__ out,
+                           at::opmath_type<scalar_t>* partials, unsigned int* ticket, index_t total, index_t classes,
+                           at::opmath_type<scalar_t> gamma, at::opmath_type<scalar_t> alpha,
+                           at::opmath_type<scalar_t> scale) {
   using acc_t = at::opmath_type<scalar_t>;
   acc_t sum = acc_t(0);
-  for (index_t i = blockIdx.x * index_t(blockDim.x) + threadIdx.x; i < total;
-       i += index_t(gridDim.x) * blockDim.x) {
+  for (index_t i = blockIdx.x * index_t(blockDim.x) + threadIdx.x; i < total; i += index_t(gridDim.x) * blockDim.x) {
     const index_t n = i / classes, c = i - n * classes;
     const int64_t t = target[n];
     const acc_t w = sigmoid_row_weight<scalar_t, acc_t>(t, classes, weight);
-    const acc_t l = w == acc_t(0) ? acc_t(0)
-                                  : sigmoid_focal_loss(static_cast<acc_t>(x[i]), t == c, gamma, alpha) * w;
+    const acc_t l = w == acc_t(0) ? acc_t(0) : sigmoid_focal_loss(static_cast<acc_t>(x[i]), t == c, gamma, alpha) * w;
     if constexpr (kReduce) {
       sum += l;
     } else {
@@ -146,29 +143,28 @@ __global__ void __launch_bounds__(kThreads) sigmoid_forward_kernel(
 }
 
 template <typename scalar_t, typename index_t>
-__global__ void __launch_bounds__(kThreads) sigmoid_backward_kernel(
-    const scalar_t* __restrict__ grad_output, bool elementwise, const scalar_t* __restrict__ x,
-    const int64_t* __restrict__ target, const scalar_t* __restrict__ weight,
-    scalar_t* __restrict__ grad, index_t total, index_t classes, at::opmath_type<scalar_t> gamma,
-    at::opmath_type<scalar_t> alpha, at::opmath_type<scalar_t> scale) {
+__global__ void __launch_bounds__(kThreads)
+    sigmoid_backward_kernel(const scalar_t* __restrict__ grad_output, bool elementwise, const scalar_t* __restrict__ x,
+                            const int64_t* __restrict__ target, const scalar_t* __restrict__ weight,
+                            scalar_t* __restrict__ grad, index_t total, index_t classes,
+                            at::opmath_type<scalar_t> gamma, at::opmath_type<scalar_t> alpha,
+                            at::opmath_type<scalar_t> scale) {
   using acc_t = at::opmath_type<scalar_t>;
   const acc_t go_all = elementwise ? acc_t(0) : static_cast<acc_t>(grad_output[0]) * scale;
-  for (index_t i = blockIdx.x * index_t(blockDim.x) + threadIdx.x; i < total;
-       i += index_t(gridDim.x) * blockDim.x) {
+  for (index_t i = blockIdx.x * index_t(blockDim.x) + threadIdx.x; i < total; i += index_t(gridDim.x) * blockDim.x) {
     const index_t n = i / classes, c = i - n * classes;
     const int64_t t = target[n];
     const acc_t w = sigmoid_row_weight<scalar_t, acc_t>(t, classes, weight);
     const acc_t go = elementwise ? static_cast<acc_t>(grad_output[i]) * scale : go_all;
-    const acc_t d = w == acc_t(0) ? acc_t(0)
-                                  : sigmoid_focal_grad(static_cast<acc_t>(x[i]), t == c, gamma, alpha) * (w * go);
+    const acc_t d =
+        w == acc_t(0) ? acc_t(0) : sigmoid_focal_grad(static_cast<acc_t>(x[i]), t == c, gamma, alpha) * (w * go);
     grad[i] = static_cast<scalar_t>(d);
   }
 }
 
 // Row statistics of one row, computed by a warp: max and log(sum(exp(x - max))), in every lane.
 template <typename scalar_t, typename acc_t>
-__device__ inline void warp_row_stats(const scalar_t* xr, int64_t classes, int lane, acc_t& mx,
-                                      acc_t& log_sum) {
+__device__ inline void warp_row_stats(const scalar_t* xr, int64_t classes, int lane, acc_t& mx, acc_t& log_sum) {
   acc_t m = -static_cast<acc_t>(INFINITY);
   for (int64_t c = lane; c < classes; c += 32) {
     m = nan_max(m, static_cast<acc_t>(xr[c]));
@@ -184,12 +180,12 @@ __device__ inline void warp_row_stats(const scalar_t* xr, int64_t classes, int l
 }
 
 template <typename scalar_t, bool kReduce>
-__global__ void __launch_bounds__(kThreads) softmax_forward_kernel(
-    const scalar_t* __restrict__ x, const int64_t* __restrict__ target,
-    const scalar_t* __restrict__ weight, scalar_t* __restrict__ out,
-    at::opmath_type<scalar_t>* partials, unsigned int* ticket, int64_t rows, int64_t classes,
-    at::opmath_type<scalar_t> gamma, at::opmath_type<scalar_t> alpha,
-    at::opmath_type<scalar_t> scale) {
+__global__ void __launch_bounds__(kThreads)
+    softmax_forward_kernel(const scalar_t* __restrict__ x, const int64_t* __restrict__ target,
+                           const scalar_t* __restrict__ weight, scalar_t* __restrict__ out,
+                           at::opmath_type<scalar_t>* partials, unsigned int* ticket, int64_t rows, int64_t classes,
+                           at::opmath_type<scalar_t> gamma, at::opmath_type<scalar_t> alpha,
+                           at::opmath_type<scalar_t> scale) {
   using acc_t = at::opmath_type<scalar_t>;
   const int lane = threadIdx.x % 32;
   const int64_t warps = int64_t(gridDim.x) * kWarps;
@@ -197,13 +193,12 @@ __global__ void __launch_bounds__(kThreads) softmax_forward_kernel(
   for (int64_t n = int64_t(blockIdx.x) * kWarps + threadIdx.x / 32; n < rows; n += warps) {
     const int64_t t = target[n];
     acc_t l = acc_t(0);
-    if (valid_softmax_target(t, classes)) {  // uniform across the warp
+    if (valid_softmax_target(t, classes)) { // uniform across the warp
       const scalar_t* xr = x + n * classes;
       acc_t mx, log_sum;
       warp_row_stats(xr, classes, lane, mx, log_sum);
       const acc_t log_p = static_cast<acc_t>(xr[t]) - mx - log_sum;
-      l = softmax_focal_loss(log_p, gamma, alpha) *
-          (weight != nullptr ? static_cast<acc_t>(weight[t]) : acc_t(1));
+      l = softmax_focal_loss(log_p, gamma, alpha) * (weight != nullptr ? static_cast<acc_t>(weight[t]) : acc_t(1));
     }
     if (lane == 0) {
       if constexpr (kReduce) {
@@ -219,11 +214,11 @@ __global__ void __launch_bounds__(kThreads) softmax_forward_kernel(
 }
 
 template <typename scalar_t>
-__global__ void __launch_bounds__(kThreads) softmax_backward_kernel(
-    const scalar_t* __restrict__ grad_output, bool elementwise, const scalar_t* __restrict__ x,
-    const int64_t* __restrict__ target, const scalar_t* __restrict__ weight,
-    scalar_t* __restrict__ grad, int64_t rows, int64_t classes, at::opmath_type<scalar_t> gamma,
-    at::opmath_type<scalar_t> alpha, at::opmath_type<scalar_t> scale) {
+__global__ void __launch_bounds__(kThreads)
+    softmax_backward_kernel(const scalar_t* __restrict__ grad_output, bool elementwise, const scalar_t* __restrict__ x,
+                            const int64_t* __restrict__ target, const scalar_t* __restrict__ weight,
+                            scalar_t* __restrict__ grad, int64_t rows, int64_t classes, at::opmath_type<scalar_t> gamma,
+                            at::opmath_type<scalar_t> alpha, at::opmath_type<scalar_t> scale) {
   using acc_t = at::opmath_type<scalar_t>;
   const int lane = threadIdx.x % 32;
   const int64_t warps = int64_t(gridDim.x) * kWarps;
@@ -241,8 +236,8 @@ __global__ void __launch_bounds__(kThreads) softmax_backward_kernel(
     warp_row_stats(xr, classes, lane, mx, log_sum);
     const acc_t log_p = static_cast<acc_t>(xr[t]) - mx - log_sum;
     const acc_t go = static_cast<acc_t>(grad_output[elementwise ? n : 0]) * scale;
-    const acc_t factor = softmax_focal_factor(log_p, gamma, alpha) *
-        (weight != nullptr ? static_cast<acc_t>(weight[t]) : acc_t(1)) * go;
+    const acc_t factor =
+        softmax_focal_factor(log_p, gamma, alpha) * (weight != nullptr ? static_cast<acc_t>(weight[t]) : acc_t(1)) * go;
     const acc_t shift = mx + log_sum;
     for (int64_t c = lane; c < classes; c += 32) {
       const acc_t pc = exp(static_cast<acc_t>(xr[c]) - shift);
@@ -271,8 +266,7 @@ struct ReductionScratch {
   unsigned int* ticket;
 };
 
-ReductionScratch make_scratch(const at::Tensor& like, int64_t blocks, size_t acc_size,
-                              cudaStream_t stream) {
+ReductionScratch make_scratch(const at::Tensor& like, int64_t blocks, size_t acc_size, cudaStream_t stream) {
   const int64_t bytes = blocks * static_cast<int64_t>(acc_size) + 16;
   ReductionScratch s;
   s.buffer = at::empty({bytes}, like.options().dtype(at::kByte));
@@ -288,8 +282,7 @@ ReductionScratch make_scratch(const at::Tensor& like, int64_t blocks, size_t acc
 // fixed reduction grid and fresh scratch, or with an elementwise grid and no
 // scratch, for `work_items` threads' worth of work.
 template <typename acc_t, typename Launch>
-void launch_forward(bool reduce, int64_t work_items, const at::Tensor& like, cudaStream_t stream,
-                    Launch&& launch) {
+void launch_forward(bool reduce, int64_t work_items, const at::Tensor& like, cudaStream_t stream, Launch&& launch) {
   if (reduce) {
     const int64_t blocks = reduction_blocks(work_items);
     ReductionScratch s = make_scratch(like, blocks, sizeof(acc_t), stream);
@@ -334,12 +327,12 @@ at::Tensor sigmoid_focal_loss_forward_cuda(const at::Tensor& input_, const at::T
     const acc_t scale = static_cast<acc_t>(reduction_scale(p, rows));
     with_index_type(total, [&](auto index_tag) {
       using index_t = decltype(index_tag);
-      launch_forward<acc_t>(reduce, total, in.input, stream, [&](auto reduce_tag, int64_t blocks, acc_t* partials,
-                                                                 unsigned int* ticket) {
-        sigmoid_forward_kernel<scalar_t, index_t, decltype(reduce_tag)::value><<<blocks, kThreads, 0, stream>>>(
-            in.input.const_data_ptr<scalar_t>(), in.target.const_data_ptr<int64_t>(), in.weight_data<scalar_t>(),
-            out.mutable_data_ptr<scalar_t>(), partials, ticket, total, classes, gamma, alpha, scale);
-      });
+      launch_forward<acc_t>(
+          reduce, total, in.input, stream, [&](auto reduce_tag, int64_t blocks, acc_t* partials, unsigned int* ticket) {
+            sigmoid_forward_kernel<scalar_t, index_t, decltype(reduce_tag)::value><<<blocks, kThreads, 0, stream>>>(
+                in.input.const_data_ptr<scalar_t>(), in.target.const_data_ptr<int64_t>(), in.weight_data<scalar_t>(),
+                out.mutable_data_ptr<scalar_t>(), partials, ticket, total, classes, gamma, alpha, scale);
+          });
     });
   });
   return out;
@@ -363,8 +356,8 @@ at::Tensor sigmoid_focal_loss_backward_cuda(const at::Tensor& grad_output_, cons
       sigmoid_backward_kernel<scalar_t, index_t><<<elementwise_blocks(total), kThreads, 0, stream>>>(
           in.grad_output.const_data_ptr<scalar_t>(), p.reduction == Reduction::None,
           in.input.const_data_ptr<scalar_t>(), in.target.const_data_ptr<int64_t>(), in.weight_data<scalar_t>(),
-          grad.mutable_data_ptr<scalar_t>(), total, classes, static_cast<acc_t>(p.gamma),
-          static_cast<acc_t>(p.alpha), static_cast<acc_t>(reduction_scale(p, rows)));
+          grad.mutable_data_ptr<scalar_t>(), total, classes, static_cast<acc_t>(p.gamma), static_cast<acc_t>(p.alpha),
+          static_cast<acc_t>(reduction_scale(p, rows)));
       C10_CUDA_KERNEL_LAUNCH_CHECK();
     });
   });
@@ -386,12 +379,13 @@ at::Tensor softmax_focal_loss_forward_cuda(const at::Tensor& input_, const at::T
     using acc_t = at::opmath_type<scalar_t>;
     const acc_t gamma = static_cast<acc_t>(p.gamma), alpha = static_cast<acc_t>(p.alpha);
     const acc_t scale = static_cast<acc_t>(reduction_scale(p, rows));
-    launch_forward<acc_t>(reduce, rows * 32, in.input, stream, [&](auto reduce_tag, int64_t blocks, acc_t* partials,
-                                                                   unsigned int* ticket) {
-      softmax_forward_kernel<scalar_t, decltype(reduce_tag)::value><<<blocks, kThreads, 0, stream>>>(
-          in.input.const_data_ptr<scalar_t>(), in.target.const_data_ptr<int64_t>(), in.weight_data<scalar_t>(),
-          out.mutable_data_ptr<scalar_t>(), partials, ticket, rows, classes, gamma, alpha, scale);
-    });
+    launch_forward<acc_t>(
+        reduce, rows * 32, in.input, stream,
+        [&](auto reduce_tag, int64_t blocks, acc_t* partials, unsigned int* ticket) {
+          softmax_forward_kernel<scalar_t, decltype(reduce_tag)::value><<<blocks, kThreads, 0, stream>>>(
+              in.input.const_data_ptr<scalar_t>(), in.target.const_data_ptr<int64_t>(), in.weight_data<scalar_t>(),
+              out.mutable_data_ptr<scalar_t>(), partials, ticket, rows, classes, gamma, alpha, scale);
+        });
   });
   return out;
 }
@@ -410,10 +404,10 @@ at::Tensor softmax_focal_loss_backward_cuda(const at::Tensor& grad_output_, cons
   MMOPS_FOCAL_DISPATCH(in.input.scalar_type(), "mmops::softmax_focal_loss backward (CUDA)", [&] {
     using acc_t = at::opmath_type<scalar_t>;
     softmax_backward_kernel<scalar_t><<<elementwise_blocks(rows * 32), kThreads, 0, stream>>>(
-        in.grad_output.const_data_ptr<scalar_t>(), p.reduction == Reduction::None,
-        in.input.const_data_ptr<scalar_t>(), in.target.const_data_ptr<int64_t>(), in.weight_data<scalar_t>(),
-        grad.mutable_data_ptr<scalar_t>(), rows, classes, static_cast<acc_t>(p.gamma),
-        static_cast<acc_t>(p.alpha), static_cast<acc_t>(reduction_scale(p, rows)));
+        in.grad_output.const_data_ptr<scalar_t>(), p.reduction == Reduction::None, in.input.const_data_ptr<scalar_t>(),
+        in.target.const_data_ptr<int64_t>(), in.weight_data<scalar_t>(), grad.mutable_data_ptr<scalar_t>(), rows,
+        classes, static_cast<acc_t>(p.gamma), static_cast<acc_t>(p.alpha),
+        static_cast<acc_t>(reduction_scale(p, rows)));
     C10_CUDA_KERNEL_LAUNCH_CHECK();
   });
   return grad;

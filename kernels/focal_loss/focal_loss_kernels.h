@@ -45,26 +45,26 @@ inline double reduction_scale(const FocalLossParams& p, int64_t rows) {
 namespace kernels {
 
 // Sigmoid: loss [N, C] (none) or a 0-d tensor (mean: sum / N, sum).
-at::Tensor sigmoid_focal_loss_forward_cpu(const at::Tensor& input, const at::Tensor& target,
-                                          const at::Tensor& weight, const FocalLossParams& p);
+at::Tensor sigmoid_focal_loss_forward_cpu(const at::Tensor& input, const at::Tensor& target, const at::Tensor& weight,
+                                          const FocalLossParams& p);
 at::Tensor sigmoid_focal_loss_backward_cpu(const at::Tensor& grad_output, const at::Tensor& input,
                                            const at::Tensor& target, const at::Tensor& weight,
                                            const FocalLossParams& p);
 // Softmax: loss [N] (none) or a 0-d tensor.
-at::Tensor softmax_focal_loss_forward_cpu(const at::Tensor& input, const at::Tensor& target,
-                                          const at::Tensor& weight, const FocalLossParams& p);
+at::Tensor softmax_focal_loss_forward_cpu(const at::Tensor& input, const at::Tensor& target, const at::Tensor& weight,
+                                          const FocalLossParams& p);
 at::Tensor softmax_focal_loss_backward_cpu(const at::Tensor& grad_output, const at::Tensor& input,
                                            const at::Tensor& target, const at::Tensor& weight,
                                            const FocalLossParams& p);
 
 #ifdef MMOPS_WITH_CUDA
-at::Tensor sigmoid_focal_loss_forward_cuda(const at::Tensor& input, const at::Tensor& target,
-                                           const at::Tensor& weight, const FocalLossParams& p);
+at::Tensor sigmoid_focal_loss_forward_cuda(const at::Tensor& input, const at::Tensor& target, const at::Tensor& weight,
+                                           const FocalLossParams& p);
 at::Tensor sigmoid_focal_loss_backward_cuda(const at::Tensor& grad_output, const at::Tensor& input,
                                             const at::Tensor& target, const at::Tensor& weight,
                                             const FocalLossParams& p);
-at::Tensor softmax_focal_loss_forward_cuda(const at::Tensor& input, const at::Tensor& target,
-                                           const at::Tensor& weight, const FocalLossParams& p);
+at::Tensor softmax_focal_loss_forward_cuda(const at::Tensor& input, const at::Tensor& target, const at::Tensor& weight,
+                                           const FocalLossParams& p);
 at::Tensor softmax_focal_loss_backward_cuda(const at::Tensor& grad_output, const at::Tensor& input,
                                             const at::Tensor& target, const at::Tensor& weight,
                                             const FocalLossParams& p);

@@ -48,13 +48,13 @@ C10_HOST_DEVICE inline T power(T base, T gamma) {
 // one log1p, accurate for large |x|.
 template <typename T>
 struct SigmoidParts {
-  T p, q;          // sigmoid(x), sigmoid(-x)
-  T log_p, log_q;  // their logs
+  T p, q;         // sigmoid(x), sigmoid(-x)
+  T log_p, log_q; // their logs
 };
 
 template <typename T>
 C10_HOST_DEVICE inline SigmoidParts<T> sigmoid_parts(T x) {
-  const T e = exp_of(x >= T(0) ? -x : x);  // exp(-|x|)
+  const T e = exp_of(x >= T(0) ? -x : x); // exp(-|x|)
   const T inv = T(1) / (T(1) + e);
   const T l = log1p_of(e);
   SigmoidParts<T> s;
@@ -108,8 +108,7 @@ template <typename T>
 C10_HOST_DEVICE inline T softmax_focal_factor(T log_p, T gamma, T alpha) {
   const T p = exp_of(log_p);
   const T q = T(1) - p;
-  const T second = (gamma == T(0) || !(q > T(0))) ? T(0)
-                                                  : gamma * power(q, gamma - T(1)) * p * log_p;
+  const T second = (gamma == T(0) || !(q > T(0))) ? T(0) : gamma * power(q, gamma - T(1)) * p * log_p;
   return alpha * (-power(q, gamma) + second);
 }
 

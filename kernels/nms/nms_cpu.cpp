@@ -15,10 +15,10 @@
 #include <ATen/Parallel.h>
 #include <ATen/ops/add.h>
 #include <ATen/ops/bitwise_xor.h>
-#include <ATen/ops/lt.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/from_blob.h>
 #include <ATen/ops/isnan.h>
+#include <ATen/ops/lt.h>
 #include <ATen/ops/masked_select.h>
 #include <ATen/ops/sort.h>
 #include <ATen/ops/where.h>
@@ -55,8 +55,7 @@ std::tuple<at::Tensor, at::Tensor> category_score_order(const at::Tensor& scores
   return {order.index_select(0, by_category), order};
 }
 
-at::Tensor nms_cpu(const at::Tensor& boxes_in, const at::Tensor& scores, const at::Tensor& idxs,
-                   double iou_threshold) {
+at::Tensor nms_cpu(const at::Tensor& boxes_in, const at::Tensor& scores, const at::Tensor& idxs, double iou_threshold) {
   const int64_t n = boxes_in.size(0);
   const auto long_options = boxes_in.options().dtype(at::kLong);
   if (n == 0) {
@@ -91,7 +90,7 @@ at::Tensor nms_cpu(const at::Tensor& boxes_in, const at::Tensor& scores, const a
   }
 
   std::vector<uint8_t> removed(n, 0);
-  std::vector<uint8_t> kept(n, 0);  // by input index
+  std::vector<uint8_t> kept(n, 0); // by input index
   AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, boxes.scalar_type(), "mmops::nms (CPU)", [&] {
     using acc_t = at::opmath_type<scalar_t>;
     const scalar_t* b = boxes.const_data_ptr<scalar_t>();
@@ -164,13 +163,13 @@ std::tuple<at::Tensor, at::Tensor> soft_nms_cpu(const at::Tensor& boxes_in, cons
     std::vector<Box<acc_t>> box(n);
     std::vector<acc_t> area(n);
     std::vector<acc_t> score(n);
-    std::vector<int64_t> live;  // indices still in play, ascending
+    std::vector<int64_t> live; // indices still in play, ascending
     for (int64_t i = 0; i < n; ++i) {
       box[i] = box_iou::load_box<scalar_t, acc_t>(b, i);
       area[i] = box_iou::box_area(box[i], acc_t(0));
       score[i] = sc_in[i];
       if (!std::isnan(static_cast<double>(sc_in[i]))) {
-        live.push_back(i);  // a NaN score is dropped
+        live.push_back(i); // a NaN score is dropped
       }
     }
     const acc_t threshold = static_cast<acc_t>(params.iou_threshold);
@@ -197,7 +196,7 @@ std::tuple<at::Tensor, at::Tensor> soft_nms_cpu(const at::Tensor& boxes_in, cons
           const int64_t j = live[q];
           const acc_t ovr = box_iou::iou(pb, box[j], pa, area[j]);
           score[j] *= nms_math::soft_nms_weight(params.method, ovr, threshold, params.sigma);
-          drop[j] = !(score[j] >= min_score);  // NaN (inf * 0) is dropped too
+          drop[j] = !(score[j] >= min_score); // NaN (inf * 0) is dropped too
         }
       };
       const int64_t count = static_cast<int64_t>(live.size());

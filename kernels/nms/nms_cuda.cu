@@ -64,7 +64,7 @@ __global__ void score_key_kernel(const scalar_t* __restrict__ scores, int64_t n,
   if (i >= n) {
     return;
   }
-  const double s = static_cast<double>(scores[i]) + 0.0;  // exact for every float dtype; -0 -> +0
+  const double s = static_cast<double>(scores[i]) + 0.0; // exact for every float dtype; -0 -> +0
   int64_t k;
   if (s != s) {
     k = INT64_MIN;
@@ -81,8 +81,8 @@ at::Tensor score_order_cuda(const at::Tensor& scores) {
   at::Tensor key = at::empty({n}, s.options().dtype(at::kLong));
   cudaStream_t stream = c10::cuda::getCurrentCUDAStream();
   AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, s.scalar_type(), "mmops::nms score key", [&] {
-    score_key_kernel<scalar_t><<<blocks_for(n), kThreads, 0, stream>>>(s.const_data_ptr<scalar_t>(), n,
-                                                                      key.mutable_data_ptr<int64_t>());
+    score_key_kernel<scalar_t>
+        <<<blocks_for(n), kThreads, 0, stream>>>(s.const_data_ptr<scalar_t>(), n, key.mutable_data_ptr<int64_t>());
     C10_CUDA_KERNEL_LAUNCH_CHECK();
   });
   return std::get<1>(at::sort(key, /*stable=*/true, /*dim=*/0, /*descending=*/true));
@@ -96,11 +96,11 @@ at::Tensor score_order_cuda(const at::Tensor& scores) {
 // one (rowmask, written for the diagonal tile and every nonzero tile), the
 // tile's bit in row tile i's bitmap, and the last nonzero tile of row tile i (last).
 template <typename acc_t, bool kBatched>
-__global__ void __launch_bounds__(kTile) nms_mask_kernel(
-    const Box<acc_t>* __restrict__ boxes, const acc_t* __restrict__ area,
-    const int64_t* __restrict__ category, int64_t n, int64_t ntiles, int64_t tile_begin,
-    double threshold, bool skip_disjoint, u64* __restrict__ mask, u64* __restrict__ rowmask, u64* __restrict__ nonzero,
-    u64* __restrict__ last, int64_t bitmap_words) {
+__global__ void __launch_bounds__(kTile)
+    nms_mask_kernel(const Box<acc_t>* __restrict__ boxes, const acc_t* __restrict__ area,
+                    const int64_t* __restrict__ category, int64_t n, int64_t ntiles, int64_t tile_begin,
+                    double threshold, bool skip_disjoint, u64* __restrict__ mask, u64* __restrict__ rowmask,
+                    u64* __restrict__ nonzero, u64* __restrict__ last, int64_t bitmap_words) {
   __shared__ Box<acc_t> s_box[kTile];
   __shared__ acc_t s_area[kTile];
   __shared__ int64_t s_cat[kTile];
@@ -134,7 +134,7 @@ __global__ void __launch_bounds__(kTile) nms_mask_kernel(
       break;
     }
     const int cols = static_cast<int>(box_iou::min_of<int64_t>(kTile, n - col0));
-    __syncthreads();  // the previous tile's boxes and ballots are no longer read
+    __syncthreads(); // the previous tile's boxes and ballots are no longer read
     if (t < cols) {
       s_box[t] = boxes[col0 + t];
       s_area[t] = area[col0 + t];
@@ -190,10 +190,10 @@ __global__ void __launch_bounds__(kTile) nms_mask_kernel(
 // only those rows (a row without a diagonal word suppresses nothing in the
 // tile); then each thread takes one nonzero tile j of the bitmap (dealt
 // round-robin by rank) and ORs the words of the kept rows that have one there.
-__global__ void __launch_bounds__(kGreedyThreads) nms_greedy_kernel(
-    const u64* __restrict__ mask, const u64* __restrict__ rowmask, const u64* __restrict__ nonzero,
-    const u64* __restrict__ last, int64_t bitmap_words, int64_t n, int64_t ntiles, int64_t tile_begin,
-    int64_t tile_end, u64* removed, u64* __restrict__ kept) {
+__global__ void __launch_bounds__(kGreedyThreads)
+    nms_greedy_kernel(const u64* __restrict__ mask, const u64* __restrict__ rowmask, const u64* __restrict__ nonzero,
+                      const u64* __restrict__ last, int64_t bitmap_words, int64_t n, int64_t ntiles, int64_t tile_begin,
+                      int64_t tile_end, u64* removed, u64* __restrict__ kept) {
   __shared__ u64 s_diag[kTile];
   __shared__ u64 s_kept;
   const int t = threadIdx.x;
@@ -227,7 +227,7 @@ __global__ void __launch_bounds__(kGreedyThreads) nms_greedy_kernel(
           const int r = __ffsll(static_cast<long long>(active)) - 1;
           active &= active - 1;
           if (!((rem >> r) & 1)) {
-            rem |= s_diag[r];  // only later rows of the tile
+            rem |= s_diag[r]; // only later rows of the tile
           }
         }
         const u64 k = valid & ~rem;
@@ -238,9 +238,9 @@ __global__ void __launch_bounds__(kGreedyThreads) nms_greedy_kernel(
     __syncthreads();
     const u64 k = s_kept;
     if (warp == 0 && i + 1 < tile_end) {
-      load_diagonal(i + 1);  // consumed after the next barrier
+      load_diagonal(i + 1); // consumed after the next barrier
     }
-    const u64 top = last[i];  // 0: no nonzero tile after i
+    const u64 top = last[i]; // 0: no nonzero tile after i
     if (k != 0 && top > static_cast<u64>(i)) {
       const u64* bitmap = nonzero + i * bitmap_words;
       int64_t rank = 0;
@@ -255,7 +255,7 @@ __global__ void __launch_bounds__(kGreedyThreads) nms_greedy_kernel(
           continue;
         }
         for (int q = 0; q < pick; ++q) {
-          half &= half - 1;  // drop the lowest set bits before ours
+          half &= half - 1; // drop the lowest set bits before ours
         }
         const int64_t j = h * 32 + (__ffs(static_cast<int>(half)) - 1);
         u64 todo = rowmask[local * ntiles + j] & k;
@@ -266,7 +266,7 @@ __global__ void __launch_bounds__(kGreedyThreads) nms_greedy_kernel(
           acc |= mask[(local * kTile + r) * ntiles + j];
         }
         if (acc != 0) {
-          removed[j] |= acc;  // one thread per tile j: no race
+          removed[j] |= acc; // one thread per tile j: no race
         }
       }
     }
@@ -285,16 +285,16 @@ __global__ void expand_kept_kernel(const u64* __restrict__ kept, int64_t n, bool
 }
 
 // batched: position s holds input index perm[s].
-__global__ void scatter_kept_kernel(const u64* __restrict__ kept, const int64_t* __restrict__ perm,
-                                    int64_t n, bool* __restrict__ by_index) {
+__global__ void scatter_kept_kernel(const u64* __restrict__ kept, const int64_t* __restrict__ perm, int64_t n,
+                                    bool* __restrict__ by_index) {
   const int64_t s = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
   if (s < n) {
     by_index[perm[s]] = (kept[s >> 6] >> (s & 63)) & 1;
   }
 }
 
-__global__ void gather_kept_kernel(const bool* __restrict__ by_index, const int64_t* __restrict__ order,
-                                   int64_t n, bool* __restrict__ out) {
+__global__ void gather_kept_kernel(const bool* __restrict__ by_index, const int64_t* __restrict__ order, int64_t n,
+                                   bool* __restrict__ out) {
   const int64_t s = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
   if (s < n) {
     out[s] = by_index[order[s]];
@@ -358,21 +358,21 @@ at::Tensor nms_cuda(const at::Tensor& boxes_in, const at::Tensor& scores_in, con
       const int64_t tile_end = std::min(ntiles, tile_begin + chunk_tiles);
       const int64_t row_tiles = tile_end - tile_begin;
       // Enough blocks to fill the GPU; each loops over its share of column tiles.
-      const int64_t col_groups = std::clamp<int64_t>((8192 + row_tiles - 1) / row_tiles, 1,
-                                                     std::min<int64_t>(ntiles, 65535));
+      const int64_t col_groups =
+          std::clamp<int64_t>((8192 + row_tiles - 1) / row_tiles, 1, std::min<int64_t>(ntiles, 65535));
       const dim3 grid(static_cast<unsigned>(row_tiles), static_cast<unsigned>(col_groups));
       if (batched) {
-        nms_mask_kernel<acc_t, true><<<grid, kTile, 0, stream>>>(sorted_p, area_p, category_p, n, ntiles,
-                                                               tile_begin, iou_threshold, iou_threshold >= 0, mask_p, rowmask_p,
-                                                               nonzero_p, last_p, bitmap_words);
+        nms_mask_kernel<acc_t, true><<<grid, kTile, 0, stream>>>(sorted_p, area_p, category_p, n, ntiles, tile_begin,
+                                                                 iou_threshold, iou_threshold >= 0, mask_p, rowmask_p,
+                                                                 nonzero_p, last_p, bitmap_words);
       } else {
-        nms_mask_kernel<acc_t, false><<<grid, kTile, 0, stream>>>(sorted_p, area_p, nullptr, n, ntiles,
-                                                                tile_begin, iou_threshold, iou_threshold >= 0, mask_p, rowmask_p,
-                                                                nonzero_p, last_p, bitmap_words);
+        nms_mask_kernel<acc_t, false><<<grid, kTile, 0, stream>>>(sorted_p, area_p, nullptr, n, ntiles, tile_begin,
+                                                                  iou_threshold, iou_threshold >= 0, mask_p, rowmask_p,
+                                                                  nonzero_p, last_p, bitmap_words);
       }
       C10_CUDA_KERNEL_LAUNCH_CHECK();
-      nms_greedy_kernel<<<1, kGreedyThreads, 0, stream>>>(mask_p, rowmask_p, nonzero_p, last_p, bitmap_words, n,
-                                                          ntiles, tile_begin, tile_end, removed_p, kept_p);
+      nms_greedy_kernel<<<1, kGreedyThreads, 0, stream>>>(mask_p, rowmask_p, nonzero_p, last_p, bitmap_words, n, ntiles,
+                                                          tile_begin, tile_end, removed_p, kept_p);
       C10_CUDA_KERNEL_LAUNCH_CHECK();
     }
   });
@@ -384,11 +384,10 @@ at::Tensor nms_cuda(const at::Tensor& boxes_in, const at::Tensor& scores_in, con
   } else {
     at::Tensor by_index = at::empty({n}, boxes.options().dtype(at::kBool));
     scatter_kept_kernel<<<blocks_for(n), kThreads, 0, stream>>>(kept_p, perm.const_data_ptr<int64_t>(), n,
-                                                               by_index.mutable_data_ptr<bool>());
+                                                                by_index.mutable_data_ptr<bool>());
     C10_CUDA_KERNEL_LAUNCH_CHECK();
-    gather_kept_kernel<<<blocks_for(n), kThreads, 0, stream>>>(by_index.const_data_ptr<bool>(),
-                                                              order.const_data_ptr<int64_t>(), n,
-                                                              kept_in_order.mutable_data_ptr<bool>());
+    gather_kept_kernel<<<blocks_for(n), kThreads, 0, stream>>>(
+        by_index.const_data_ptr<bool>(), order.const_data_ptr<int64_t>(), n, kept_in_order.mutable_data_ptr<bool>());
     C10_CUDA_KERNEL_LAUNCH_CHECK();
   }
   // The one synchronisation: the number of kept boxes.

@@ -27,9 +27,8 @@ int64_t blocks_for(int64_t n, int threads = kThreads) {
 // (and, when idxs is given, its category).
 template <typename scalar_t, typename acc_t>
 __global__ void gather_boxes_kernel(const scalar_t* __restrict__ boxes, const int64_t* __restrict__ perm,
-                                    const int64_t* __restrict__ idxs, int64_t n,
-                                    Box<acc_t>* __restrict__ sorted, acc_t* __restrict__ area,
-                                    int64_t* __restrict__ category) {
+                                    const int64_t* __restrict__ idxs, int64_t n, Box<acc_t>* __restrict__ sorted,
+                                    acc_t* __restrict__ area, int64_t* __restrict__ category) {
   const int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
   if (i >= n) {
     return;

@@ -29,21 +29,18 @@ at::Tensor score_order(const at::Tensor& scores);
 
 // Position order for batched_nms: by category ascending, then score_order
 // within a category. Returns (perm [N] int64, order [N] int64 = score_order).
-std::tuple<at::Tensor, at::Tensor> category_score_order(const at::Tensor& scores,
-                                                        const at::Tensor& idxs);
+std::tuple<at::Tensor, at::Tensor> category_score_order(const at::Tensor& scores, const at::Tensor& idxs);
 
 // Kept indices, int64, by decreasing score (ties: lower index first).
 // idxs: undefined for plain nms, else the [N] int64 categories.
-at::Tensor nms_cpu(const at::Tensor& boxes, const at::Tensor& scores, const at::Tensor& idxs,
-                   double iou_threshold);
+at::Tensor nms_cpu(const at::Tensor& boxes, const at::Tensor& scores, const at::Tensor& idxs, double iou_threshold);
 
 // (dets [K, 5], keep [K] int64) in selection order.
 std::tuple<at::Tensor, at::Tensor> soft_nms_cpu(const at::Tensor& boxes, const at::Tensor& scores,
                                                 const SoftNmsParams& params);
 
 #ifdef MMOPS_WITH_CUDA
-at::Tensor nms_cuda(const at::Tensor& boxes, const at::Tensor& scores, const at::Tensor& idxs,
-                    double iou_threshold);
+at::Tensor nms_cuda(const at::Tensor& boxes, const at::Tensor& scores, const at::Tensor& idxs, double iou_threshold);
 
 std::tuple<at::Tensor, at::Tensor> soft_nms_cuda(const at::Tensor& boxes, const at::Tensor& scores,
                                                  const SoftNmsParams& params);

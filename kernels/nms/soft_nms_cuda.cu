@@ -26,7 +26,7 @@ constexpr int kGreedyWarps = kGreedyThreads / 32;
 template <typename acc_t>
 struct Best {
   acc_t score;
-  int64_t index;  // -1: none
+  int64_t index; // -1: none
 };
 
 template <typename acc_t>
@@ -42,10 +42,10 @@ __device__ inline bool better(const Best<acc_t>& a, const Best<acc_t>& b) {
 
 // One block of kGreedyThreads. score: working scores (NaN scores arrive dead).
 template <typename acc_t>
-__global__ void __launch_bounds__(kGreedyThreads) soft_nms_kernel(
-    const Box<acc_t>* __restrict__ boxes, const acc_t* __restrict__ area, acc_t* score,
-    bool* alive, int64_t n, acc_t iou_threshold, double sigma, acc_t min_score, int method,
-    int64_t* __restrict__ out_index, acc_t* __restrict__ out_score, int64_t* __restrict__ out_count) {
+__global__ void __launch_bounds__(kGreedyThreads)
+    soft_nms_kernel(const Box<acc_t>* __restrict__ boxes, const acc_t* __restrict__ area, acc_t* score, bool* alive,
+                    int64_t n, acc_t iou_threshold, double sigma, acc_t min_score, int method,
+                    int64_t* __restrict__ out_index, acc_t* __restrict__ out_score, int64_t* __restrict__ out_count) {
   __shared__ Best<acc_t> s_best[kGreedyWarps];
   __shared__ Best<acc_t> s_pick;
   const int t = threadIdx.x;
@@ -104,7 +104,7 @@ __global__ void __launch_bounds__(kGreedyThreads) soft_nms_kernel(
       const acc_t s = score[j] * weight;
       score[j] = s;
       if (!(s >= min_score)) {
-        alive[j] = false;  // NaN (inf * 0) is dropped too
+        alive[j] = false; // NaN (inf * 0) is dropped too
       }
     }
     __syncthreads();
@@ -121,7 +121,7 @@ __global__ void soft_nms_init_kernel(const acc_t* __restrict__ score_in, int64_t
   if (i < n) {
     const acc_t s = score_in[i];
     score[i] = s;
-    alive[i] = (s == s);  // a NaN score is dropped
+    alive[i] = (s == s); // a NaN score is dropped
   }
 }
 
@@ -146,9 +146,9 @@ std::tuple<at::Tensor, at::Tensor> soft_nms_cuda(const at::Tensor& boxes_in, con
     at::Tensor sorted = at::empty({n * int64_t(sizeof(Box<acc_t>))}, boxes.options().dtype(at::kByte));
     at::Tensor area = at::empty({n}, acc_options);
     Box<acc_t>* sorted_p = reinterpret_cast<Box<acc_t>*>(sorted.mutable_data_ptr<uint8_t>());
-    gather_boxes_kernel<scalar_t, acc_t><<<blocks_for(n), kThreads, 0, stream>>>(
-        boxes.const_data_ptr<scalar_t>(), identity.const_data_ptr<int64_t>(), nullptr, n, sorted_p,
-        area.mutable_data_ptr<acc_t>(), nullptr);
+    gather_boxes_kernel<scalar_t, acc_t>
+        <<<blocks_for(n), kThreads, 0, stream>>>(boxes.const_data_ptr<scalar_t>(), identity.const_data_ptr<int64_t>(),
+                                                 nullptr, n, sorted_p, area.mutable_data_ptr<acc_t>(), nullptr);
     C10_CUDA_KERNEL_LAUNCH_CHECK();
     const at::Tensor score_in = scores_in.to(acc_options.dtype()).contiguous();
     at::Tensor score = at::empty({n}, acc_options);
@@ -160,10 +160,10 @@ std::tuple<at::Tensor, at::Tensor> soft_nms_cuda(const at::Tensor& boxes_in, con
     at::Tensor out_score = at::empty({n}, acc_options);
     at::Tensor out_count = at::empty({1}, long_options);
     soft_nms_kernel<acc_t><<<1, kGreedyThreads, 0, stream>>>(
-        sorted_p, area.const_data_ptr<acc_t>(), score.mutable_data_ptr<acc_t>(), alive.mutable_data_ptr<bool>(),
-        n, static_cast<acc_t>(params.iou_threshold), params.sigma,
-        static_cast<acc_t>(params.min_score), static_cast<int>(params.method), out_index.mutable_data_ptr<int64_t>(),
-        out_score.mutable_data_ptr<acc_t>(), out_count.mutable_data_ptr<int64_t>());
+        sorted_p, area.const_data_ptr<acc_t>(), score.mutable_data_ptr<acc_t>(), alive.mutable_data_ptr<bool>(), n,
+        static_cast<acc_t>(params.iou_threshold), params.sigma, static_cast<acc_t>(params.min_score),
+        static_cast<int>(params.method), out_index.mutable_data_ptr<int64_t>(), out_score.mutable_data_ptr<acc_t>(),
+        out_count.mutable_data_ptr<int64_t>());
     C10_CUDA_KERNEL_LAUNCH_CHECK();
     // The one synchronisation: the number of selected boxes.
     const int64_t count = out_count.item<int64_t>();

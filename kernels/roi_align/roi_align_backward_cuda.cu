@@ -9,8 +9,8 @@
 // Deterministic (torch.use_deterministic_algorithms): the gather of
 // roi_align_gather_backward_cuda.cu.
 
-#include "roi_align/roi_align_cuda.cuh"
 #include "common/layout_cuda.cuh"
+#include "roi_align/roi_align_cuda.cuh"
 
 #include <ATen/Context.h>
 #include <ATen/Dispatch.h>
@@ -47,11 +47,11 @@ __device__ inline void atomic_add_channels(sum_t* address, const sum_t (&values)
 }
 
 template <typename scalar_t, int VEC, bool kMax>
-__global__ void __launch_bounds__(kThreads) scatter_backward_kernel(
-    const scalar_t* __restrict__ grad_output,  // [K, C, PH, PW]
-    const scalar_t* __restrict__ rois, const int32_t* __restrict__ argmax,
-    const LevelTable<at::opmath_type<scalar_t>> grad_sums,  // each [N, H_l, W_l, C]
-    int64_t batch, int64_t channels, RoIAlignParams p) {
+__global__ void __launch_bounds__(kThreads)
+    scatter_backward_kernel(const scalar_t* __restrict__ grad_output, // [K, C, PH, PW]
+                            const scalar_t* __restrict__ rois, const int32_t* __restrict__ argmax,
+                            const LevelTable<at::opmath_type<scalar_t>> grad_sums, // each [N, H_l, W_l, C]
+                            int64_t batch, int64_t channels, RoIAlignParams p) {
   using acc_t = at::opmath_type<scalar_t>;
   using TileT = Tile<acc_t, VEC, kMax>;
   __shared__ AxisTap<acc_t> ytaps[kMaxTaps];
@@ -63,7 +63,7 @@ __global__ void __launch_bounds__(kThreads) scatter_backward_kernel(
   const BlockRoi<acc_t> r = setup_roi(rois, s.k, batch, grad_sums, p, ytaps, xtaps);
   const int gh = r.box.grid_h, gw = r.box.grid_w;
   if (r.batch < 0 || gh * gw == 0) {
-    return;  // uniform across the block
+    return; // uniform across the block
   }
   const acc_t inv_count = acc_t(1) / static_cast<acc_t>(gh * gw);
   const int64_t c = s.c0 + lane * VEC;
@@ -71,7 +71,7 @@ __global__ void __launch_bounds__(kThreads) scatter_backward_kernel(
   acc_t* pixels = select_entry(grad_sums.data, r.level) + (r.batch * r.height * r.width) * channels + c;
 
   // Adds value * (the sample's bilinear weights) to its four taps.
-  auto scatter = [&](const AxisTap<acc_t>& ty, const AxisTap<acc_t>& tx, const acc_t (&value)[VEC]) {
+  auto scatter = [&](const AxisTap<acc_t>& ty, const AxisTap<acc_t>& tx, const acc_t(&value)[VEC]) {
     if (!(ty.valid && tx.valid)) {
       return;
     }
@@ -147,7 +147,8 @@ void scatter_backward(const at::Tensor& grad_output, const at::Tensor& rois, con
   LevelTable<acc_t> levels{};
   for (size_t l = 0; l < grads.size(); ++l) {
     sums.push_back(at::empty(grads[l].sizes(), grads[l].options().dtype(c10::CppTypeToScalarType<acc_t>::value),
-                             at::MemoryFormat::ChannelsLast).zero_());
+                             at::MemoryFormat::ChannelsLast)
+                       .zero_());
     levels.data[l] = sums[l].mutable_data_ptr<acc_t>();
     levels.height[l] = grads[l].size(2);
     levels.width[l] = grads[l].size(3);
@@ -171,9 +172,10 @@ void scatter_backward(const at::Tensor& grad_output, const at::Tensor& rois, con
 
 } // namespace
 
-std::vector<at::Tensor> roi_align_backward_cuda(
-    const at::Tensor& grad_output_, const at::Tensor& rois_, const at::Tensor& argmax_,
-    const std::vector<std::vector<int64_t>>& feature_shapes, const RoIAlignParams& params) {
+std::vector<at::Tensor> roi_align_backward_cuda(const at::Tensor& grad_output_, const at::Tensor& rois_,
+                                                const at::Tensor& argmax_,
+                                                const std::vector<std::vector<int64_t>>& feature_shapes,
+                                                const RoIAlignParams& params) {
   c10::cuda::CUDAGuard device_guard(grad_output_.device());
   cudaStream_t stream = c10::cuda::getCurrentCUDAStream();
   const at::Tensor grad_output = grad_output_.contiguous();
@@ -195,10 +197,9 @@ std::vector<at::Tensor> roi_align_backward_cuda(
     roi_align_cuda::gather_backward(grad_output, rois, argmax, grads, params, stream);
     return grads;
   }
-  AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, grad_output.scalar_type(),
-                                  "mmops::roi_align backward (CUDA)", [&] {
-    scatter_backward<scalar_t>(grad_output, rois, argmax, grads, params, stream);
-  });
+  AT_DISPATCH_FLOATING_TYPES_AND2(
+      at::kHalf, at::kBFloat16, grad_output.scalar_type(), "mmops::roi_align backward (CUDA)",
+      [&] { scatter_backward<scalar_t>(grad_output, rois, argmax, grads, params, stream); });
   return grads;
 }
 

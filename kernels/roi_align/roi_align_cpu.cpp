@@ -26,8 +26,7 @@ using namespace roi_align_math;
 
 // Per-axis taps of every sample of one roi: taps[p * grid + i] for bin p, sample i.
 template <typename T>
-void axis_taps(std::vector<AxisTap<T>>& taps, T start, T bin_size, int64_t pooled, int grid,
-               int64_t size) {
+void axis_taps(std::vector<AxisTap<T>>& taps, T start, T bin_size, int64_t pooled, int grid, int64_t size) {
   taps.resize(pooled * grid);
   for (int64_t p = 0; p < pooled; ++p) {
     for (int i = 0; i < grid; ++i) {
@@ -41,8 +40,8 @@ template <typename T>
 struct SampleTap {
   int64_t offset[4];
   T weight[4];
-  int32_t index;  // iy * grid_w + ix within its bin
-  bool valid;     // false: outside the map, worth 0
+  int32_t index; // iy * grid_w + ix within its bin
+  bool valid;    // false: outside the map, worth 0
 };
 
 // Table entries built at a time: bounds memory for huge adaptive grids.
@@ -54,9 +53,9 @@ constexpr int64_t kMaxTableEntries = int64_t(1) << 16;
 // nothing to an average) and `weight_scale` (1 / samples per bin) is folded in.
 template <typename T>
 void build_sample_table(std::vector<SampleTap<T>>& table, std::vector<int32_t>& bin_start,
-                        const std::vector<AxisTap<T>>& ytaps, const std::vector<AxisTap<T>>& xtaps,
-                        int64_t bin_begin, int64_t bin_end, int64_t pw_count, int gh, int gw,
-                        int64_t width, bool keep_invalid, T weight_scale) {
+                        const std::vector<AxisTap<T>>& ytaps, const std::vector<AxisTap<T>>& xtaps, int64_t bin_begin,
+                        int64_t bin_end, int64_t pw_count, int gh, int gw, int64_t width, bool keep_invalid,
+                        T weight_scale) {
   table.clear();
   bin_start.assign(1, 0);
   for (int64_t bin = bin_begin; bin < bin_end; ++bin) {
@@ -89,10 +88,9 @@ void build_sample_table(std::vector<SampleTap<T>>& table, std::vector<int32_t>& 
 // a contiguous run of channels, which the compiler vectorises. `bins` is the
 // output's channel stride (all bins of the roi).
 template <bool kMax, typename scalar_t, typename acc_t>
-void pool_channels_last(const scalar_t* pixels, int64_t channels, scalar_t* out, int32_t* argmax,
-                        int64_t bins, const std::vector<SampleTap<acc_t>>& table,
-                        const std::vector<int32_t>& bin_start, std::vector<acc_t>& values,
-                        std::vector<MaxTracker<acc_t>>& trackers) {
+void pool_channels_last(const scalar_t* pixels, int64_t channels, scalar_t* out, int32_t* argmax, int64_t bins,
+                        const std::vector<SampleTap<acc_t>>& table, const std::vector<int32_t>& bin_start,
+                        std::vector<acc_t>& values, std::vector<MaxTracker<acc_t>>& trackers) {
   values.resize(channels);
   trackers.resize(kMax ? channels : 0);
   acc_t* __restrict__ value = values.data();
@@ -116,8 +114,8 @@ void pool_channels_last(const scalar_t* pixels, int64_t channels, scalar_t* out,
         }
       } else {
         for (int64_t c = 0; c < channels; ++c) {
-          value[c] += w0 * static_cast<acc_t>(p0[c]) + w1 * static_cast<acc_t>(p1[c]) +
-              w2 * static_cast<acc_t>(p2[c]) + w3 * static_cast<acc_t>(p3[c]);
+          value[c] += w0 * static_cast<acc_t>(p0[c]) + w1 * static_cast<acc_t>(p1[c]) + w2 * static_cast<acc_t>(p2[c]) +
+                      w3 * static_cast<acc_t>(p3[c]);
         }
       }
     }
@@ -139,15 +137,13 @@ struct Levels {
 
 template <typename scalar_t, typename acc_t>
 RoiSource<acc_t> locate(const scalar_t* roi, int64_t batch, const RoIAlignParams& p) {
-  return locate_roi<acc_t>(roi[0], roi[1], roi[2], roi[3], roi[4], batch, p.spatial_scale,
-                           p.num_levels, p.finest_scale, p.aligned, p.pooled_height,
-                           p.pooled_width, p.sampling_ratio);
+  return locate_roi<acc_t>(roi[0], roi[1], roi[2], roi[3], roi[4], batch, p.spatial_scale, p.num_levels, p.finest_scale,
+                           p.aligned, p.pooled_height, p.pooled_width, p.sampling_ratio);
 }
 
 template <typename scalar_t>
-void forward_kernel(const Levels<const scalar_t>& levels, int64_t batch, int64_t channels,
-                    const at::Tensor& rois, at::Tensor& output, int32_t* argmax,
-                    const RoIAlignParams& p) {
+void forward_kernel(const Levels<const scalar_t>& levels, int64_t batch, int64_t channels, const at::Tensor& rois,
+                    at::Tensor& output, int32_t* argmax, const RoIAlignParams& p) {
   using acc_t = at::opmath_type<scalar_t>;
   const int64_t num_rois = rois.size(0);
   const int64_t ph_count = p.pooled_height, pw_count = p.pooled_width;
@@ -186,11 +182,10 @@ void forward_kernel(const Levels<const scalar_t>& levels, int64_t batch, int64_t
         build_sample_table(table, bin_start, ytaps, xtaps, bin0, bin1, pw_count, gh, gw, width,
                            /*keep_invalid=*/max_mode, max_mode ? acc_t(1) : inv_count);
         if (max_mode) {
-          pool_channels_last<true>(pixels, channels, out_k + bin0, argmax_k ? argmax_k + bin0 : nullptr,
-                                   bins, table, bin_start, values, trackers);
+          pool_channels_last<true>(pixels, channels, out_k + bin0, argmax_k ? argmax_k + bin0 : nullptr, bins, table,
+                                   bin_start, values, trackers);
         } else {
-          pool_channels_last<false>(pixels, channels, out_k + bin0, nullptr, bins, table, bin_start,
-                                    values, trackers);
+          pool_channels_last<false>(pixels, channels, out_k + bin0, nullptr, bins, table, bin_start, values, trackers);
         }
       }
     }
@@ -200,8 +195,7 @@ void forward_kernel(const Levels<const scalar_t>& levels, int64_t batch, int64_t
 // `grads` are the accumulation buffers (acc_t), one [N, C, H_l, W_l] per level.
 template <typename scalar_t, typename acc_t>
 void backward_kernel(const at::Tensor& grad_output, const at::Tensor& rois, const int32_t* argmax,
-                     const Levels<acc_t>& grads, int64_t batch, int64_t channels,
-                     const RoIAlignParams& p) {
+                     const Levels<acc_t>& grads, int64_t batch, int64_t channels, const RoIAlignParams& p) {
   const int64_t num_rois = rois.size(0);
   const int64_t ph_count = p.pooled_height, pw_count = p.pooled_width;
   const int64_t bins = ph_count * pw_count;
@@ -265,9 +259,8 @@ void backward_kernel(const at::Tensor& grad_output, const at::Tensor& rois, cons
 
 } // namespace
 
-std::tuple<at::Tensor, at::Tensor> roi_align_forward_cpu(
-    at::TensorList features_, const at::Tensor& rois_, const RoIAlignParams& params,
-    bool with_argmax) {
+std::tuple<at::Tensor, at::Tensor> roi_align_forward_cpu(at::TensorList features_, const at::Tensor& rois_,
+                                                         const RoIAlignParams& params, bool with_argmax) {
   // Channels-last: a sample's taps are then contiguous runs of channels.
   std::vector<at::Tensor> features;
   for (const at::Tensor& f : features_) {
@@ -275,11 +268,10 @@ std::tuple<at::Tensor, at::Tensor> roi_align_forward_cpu(
   }
   const at::Tensor& first = features.front();
   const at::Tensor rois = rois_.contiguous();
-  at::Tensor output = at::empty(
-      {rois.size(0), first.size(1), params.pooled_height, params.pooled_width}, first.options());
+  at::Tensor output =
+      at::empty({rois.size(0), first.size(1), params.pooled_height, params.pooled_width}, first.options());
   const bool store_argmax = with_argmax && params.pool_mode == PoolMode::Max;
-  at::Tensor argmax = at::empty(store_argmax ? output.sizes() : at::IntArrayRef{0},
-                                first.options().dtype(at::kInt));
+  at::Tensor argmax = at::empty(store_argmax ? output.sizes() : at::IntArrayRef{0}, first.options().dtype(at::kInt));
   if (output.numel() == 0) {
     return {output, argmax};
   }
@@ -296,9 +288,10 @@ std::tuple<at::Tensor, at::Tensor> roi_align_forward_cpu(
   return {output, argmax};
 }
 
-std::vector<at::Tensor> roi_align_backward_cpu(
-    const at::Tensor& grad_output_, const at::Tensor& rois_, const at::Tensor& argmax_,
-    const std::vector<std::vector<int64_t>>& feature_shapes, const RoIAlignParams& params) {
+std::vector<at::Tensor> roi_align_backward_cpu(const at::Tensor& grad_output_, const at::Tensor& rois_,
+                                               const at::Tensor& argmax_,
+                                               const std::vector<std::vector<int64_t>>& feature_shapes,
+                                               const RoIAlignParams& params) {
   const at::Tensor grad_output = grad_output_.contiguous();
   const at::Tensor rois = rois_.contiguous();
   const at::Tensor argmax = argmax_.contiguous();
@@ -319,10 +312,9 @@ std::vector<at::Tensor> roi_align_backward_cpu(
         levels.height.push_back(g.size(2));
         levels.width.push_back(g.size(3));
       }
-      backward_kernel<scalar_t, acc_t>(
-          grad_output, rois,
-          params.pool_mode == PoolMode::Max ? argmax.const_data_ptr<int32_t>() : nullptr, levels,
-          batch, channels, params);
+      backward_kernel<scalar_t, acc_t>(grad_output, rois,
+                                       params.pool_mode == PoolMode::Max ? argmax.const_data_ptr<int32_t>() : nullptr,
+                                       levels, batch, channels, params);
     });
   }
   if (reduced) {

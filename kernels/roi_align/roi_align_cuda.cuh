@@ -12,12 +12,12 @@
 // the NCHW [K, C, PH, PW] side (output, grad_output) coalesced.
 // A roi whose batch index is out of range pools zeros and gets no gradient.
 
+#include "common/cuda_helpers.cuh"
 #include "roi_align/roi_align_kernels.h"
 #include "roi_align/roi_align_math.h"
-#include "common/cuda_helpers.cuh"
 
-#include <ATen/core/Tensor.h>
 #include <ATen/OpMathType.h>
+#include <ATen/core/Tensor.h>
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -32,8 +32,8 @@ using namespace roi_align_math;
 
 constexpr int kWarps = 8;
 constexpr int kThreads = kWarps * 32;
-constexpr int kMaxTaps = 256;  // per-axis taps cached in shared memory
-constexpr int kBinChunk = 32;  // bins staged in the shared tile at a time
+constexpr int kMaxTaps = 256; // per-axis taps cached in shared memory
+constexpr int kBinChunk = 32; // bins staged in the shared tile at a time
 
 template <typename T>
 __device__ inline T smaller(T a, T b) {
@@ -57,24 +57,23 @@ struct LevelTable {
 // Everything a block needs to know about its roi.
 template <typename acc_t>
 struct BlockRoi {
-  int64_t batch;   // -1: the roi pools zeros (bad index or non-finite box)
+  int64_t batch; // -1: the roi pools zeros (bad index or non-finite box)
   int level;
-  int64_t height, width;  // of its feature map
+  int64_t height, width; // of its feature map
   RoiBox<acc_t> box;
-  bool cached;     // taps in shared memory (else computed per sample)
+  bool cached; // taps in shared memory (else computed per sample)
 };
 
 // Locates roi k and, when they fit, caches its per-axis taps in ytaps / xtaps.
 // Ends with __syncthreads().
 template <typename scalar_t, typename acc_t, typename T>
-__device__ BlockRoi<acc_t> setup_roi(const scalar_t* rois, int64_t k, int64_t batch,
-                                     const LevelTable<T>& levels, const RoIAlignParams& p,
-                                     AxisTap<acc_t>* ytaps, AxisTap<acc_t>* xtaps) {
+__device__ BlockRoi<acc_t> setup_roi(const scalar_t* rois, int64_t k, int64_t batch, const LevelTable<T>& levels,
+                                     const RoIAlignParams& p, AxisTap<acc_t>* ytaps, AxisTap<acc_t>* xtaps) {
   const scalar_t* roi = rois + k * 5;
-  const RoiSource<acc_t> src = locate_roi<acc_t>(
-      static_cast<acc_t>(roi[0]), static_cast<acc_t>(roi[1]), static_cast<acc_t>(roi[2]),
-      static_cast<acc_t>(roi[3]), static_cast<acc_t>(roi[4]), batch, p.spatial_scale,
-      p.num_levels, p.finest_scale, p.aligned, p.pooled_height, p.pooled_width, p.sampling_ratio);
+  const RoiSource<acc_t> src =
+      locate_roi<acc_t>(static_cast<acc_t>(roi[0]), static_cast<acc_t>(roi[1]), static_cast<acc_t>(roi[2]),
+                        static_cast<acc_t>(roi[3]), static_cast<acc_t>(roi[4]), batch, p.spatial_scale, p.num_levels,
+                        p.finest_scale, p.aligned, p.pooled_height, p.pooled_width, p.sampling_ratio);
   BlockRoi<acc_t> r;
   r.batch = src.batch;
   r.level = src.level;
@@ -87,10 +86,12 @@ __device__ BlockRoi<acc_t> setup_roi(const scalar_t* rois, int64_t k, int64_t ba
   if (r.batch >= 0 && r.cached) {
     for (int i = threadIdx.x; i < ny + nx; i += blockDim.x) {
       if (i < ny) {
-        ytaps[i] = axis_tap(sample_coord(r.box.start_y, r.box.bin_h, i / r.box.grid_h, i % r.box.grid_h, r.box.grid_h), r.height);
+        ytaps[i] = axis_tap(sample_coord(r.box.start_y, r.box.bin_h, i / r.box.grid_h, i % r.box.grid_h, r.box.grid_h),
+                            r.height);
       } else {
         const int j = i - ny;
-        xtaps[j] = axis_tap(sample_coord(r.box.start_x, r.box.bin_w, j / r.box.grid_w, j % r.box.grid_w, r.box.grid_w), r.width);
+        xtaps[j] = axis_tap(sample_coord(r.box.start_x, r.box.bin_w, j / r.box.grid_w, j % r.box.grid_w, r.box.grid_w),
+                            r.width);
       }
     }
   }
@@ -99,15 +100,13 @@ __device__ BlockRoi<acc_t> setup_roi(const scalar_t* rois, int64_t k, int64_t ba
 }
 
 template <typename acc_t>
-__device__ inline AxisTap<acc_t> y_tap(const BlockRoi<acc_t>& r, const AxisTap<acc_t>* ytaps,
-                                        int64_t ph, int iy) {
+__device__ inline AxisTap<acc_t> y_tap(const BlockRoi<acc_t>& r, const AxisTap<acc_t>* ytaps, int64_t ph, int iy) {
   return r.cached ? ytaps[ph * r.box.grid_h + iy]
                   : axis_tap(sample_coord(r.box.start_y, r.box.bin_h, ph, iy, r.box.grid_h), r.height);
 }
 
 template <typename acc_t>
-__device__ inline AxisTap<acc_t> x_tap(const BlockRoi<acc_t>& r, const AxisTap<acc_t>* xtaps,
-                                        int64_t pw, int ix) {
+__device__ inline AxisTap<acc_t> x_tap(const BlockRoi<acc_t>& r, const AxisTap<acc_t>* xtaps, int64_t pw, int ix) {
   return r.cached ? xtaps[pw * r.box.grid_w + ix]
                   : axis_tap(sample_coord(r.box.start_x, r.box.bin_w, pw, ix, r.box.grid_w), r.width);
 }
@@ -128,7 +127,7 @@ struct Tile {
 struct BlockSpan {
   int64_t k, c0;
   int lane, warp;
-  int64_t bins;  // PH * PW
+  int64_t bins; // PH * PW
   int64_t chunk_channels;
 };
 

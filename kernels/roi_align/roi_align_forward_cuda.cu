@@ -7,8 +7,8 @@
 // samples are loaded before either is used. Results go through the shared
 // tile so that the NCHW output [K, C, PH, PW] is written coalesced.
 
-#include "roi_align/roi_align_cuda.cuh"
 #include "common/layout.h"
+#include "roi_align/roi_align_cuda.cuh"
 
 #include <ATen/Dispatch.h>
 #include <ATen/ops/empty.h>
@@ -37,9 +37,9 @@ struct SampleLoad {
 };
 
 template <typename PackT, typename acc_t>
-__device__ inline SampleLoad<PackT, acc_t> load_sample(const PackT* pixels, int64_t pixel_stride,
-                                                       int64_t width, const AxisTap<acc_t>& ty,
-                                                       const AxisTap<acc_t>& tx, bool wanted) {
+__device__ inline SampleLoad<PackT, acc_t> load_sample(const PackT* pixels, int64_t pixel_stride, int64_t width,
+                                                       const AxisTap<acc_t>& ty, const AxisTap<acc_t>& tx,
+                                                       bool wanted) {
   SampleLoad<PackT, acc_t> s;
   const bool valid = wanted && ty.valid && tx.valid;
   const Corners<acc_t> cr = corners(ty, tx, width);
@@ -62,10 +62,10 @@ __device__ inline acc_t sample_value(const SampleLoad<PackT, acc_t>& s, int v) {
 }
 
 template <typename scalar_t, int VEC, bool kMax>
-__global__ void __launch_bounds__(kThreads) forward_kernel(
-    const LevelTable<const scalar_t> levels,  // each [N, H_l, W_l, C]
-    const scalar_t* __restrict__ rois, scalar_t* __restrict__ output,  // [K, C, PH, PW]
-    int32_t* __restrict__ argmax, int64_t batch, int64_t channels, RoIAlignParams p) {
+__global__ void __launch_bounds__(kThreads)
+    forward_kernel(const LevelTable<const scalar_t> levels,                          // each [N, H_l, W_l, C]
+                   const scalar_t* __restrict__ rois, scalar_t* __restrict__ output, // [K, C, PH, PW]
+                   int32_t* __restrict__ argmax, int64_t batch, int64_t channels, RoIAlignParams p) {
   using acc_t = at::opmath_type<scalar_t>;
   using TileT = Tile<acc_t, VEC, kMax>;
   using PackT = Pack<scalar_t, VEC>;
@@ -82,7 +82,7 @@ __global__ void __launch_bounds__(kThreads) forward_kernel(
   const int64_t width = r.width;
   const PackT* pixels = reinterpret_cast<const PackT*>(
       select_entry(levels.data, r.level) + ((r.batch > 0 ? r.batch : 0) * r.height * r.width) * channels + c);
-  const int64_t pixel_stride = channels / VEC;  // in packs
+  const int64_t pixel_stride = channels / VEC; // in packs
   const bool active = r.batch >= 0 && c < channels;
 
   for (int64_t bin0 = 0; bin0 < s.bins; bin0 += kBinChunk) {
@@ -101,8 +101,8 @@ __global__ void __launch_bounds__(kThreads) forward_kernel(
           // Two samples' loads are issued before either is used.
           const bool second = ix + 1 < gw;
           const auto a = load_sample(pixels, pixel_stride, width, ty, x_tap(r, xtaps, pw, ix), true);
-          const auto b = load_sample(pixels, pixel_stride, width, ty,
-                                     x_tap(r, xtaps, pw, second ? ix + 1 : ix), second);
+          const auto b =
+              load_sample(pixels, pixel_stride, width, ty, x_tap(r, xtaps, pw, second ? ix + 1 : ix), second);
 #pragma unroll
           for (int v = 0; v < VEC; ++v) {
             const acc_t va = sample_value<acc_t, PackT, VEC>(a, v);
@@ -114,7 +114,7 @@ __global__ void __launch_bounds__(kThreads) forward_kernel(
               }
             } else {
               sum[v] += va;
-              sum[v] += vb;  // zero without a second sample
+              sum[v] += vb; // zero without a second sample
             }
           }
         }
@@ -148,9 +148,8 @@ int vector_width(const at::Tensor& t, int64_t channels) {
 
 } // namespace
 
-std::tuple<at::Tensor, at::Tensor> roi_align_forward_cuda(
-    at::TensorList features_, const at::Tensor& rois_, const RoIAlignParams& params,
-    bool with_argmax) {
+std::tuple<at::Tensor, at::Tensor> roi_align_forward_cuda(at::TensorList features_, const at::Tensor& rois_,
+                                                          const RoIAlignParams& params, bool with_argmax) {
   c10::cuda::CUDAGuard device_guard(features_.front().device());
   cudaStream_t stream = c10::cuda::getCurrentCUDAStream();
   // Channels-last is what the kernel reads; NCHW maps are transposed once.
@@ -164,8 +163,7 @@ std::tuple<at::Tensor, at::Tensor> roi_align_forward_cuda(
   at::Tensor output = at::empty({num_rois, channels, params.pooled_height, params.pooled_width}, first.options());
   const bool max_mode = params.pool_mode == PoolMode::Max;
   const bool store_argmax = with_argmax && max_mode;
-  at::Tensor argmax = at::empty(store_argmax ? output.sizes() : at::IntArrayRef{0},
-                                first.options().dtype(at::kInt));
+  at::Tensor argmax = at::empty(store_argmax ? output.sizes() : at::IntArrayRef{0}, first.options().dtype(at::kInt));
   if (output.numel() == 0) {
     return {output, argmax};
   }

@@ -9,8 +9,8 @@
 // into a shared tile, written once to the NCHW gradient. No atomics: bitwise
 // repeatable.
 
-#include "roi_align/roi_align_cuda.cuh"
 #include "common/layout_cuda.cuh"
+#include "roi_align/roi_align_cuda.cuh"
 
 #include <ATen/Dispatch.h>
 #include <ATen/ops/empty.h>
@@ -26,8 +26,8 @@ namespace kernels {
 namespace roi_align_cuda {
 namespace {
 
-constexpr int kGatherRows = kWarps;  // tile rows: one per warp
-constexpr int kGatherWidth = 32;     // tile columns
+constexpr int kGatherRows = kWarps; // tile rows: one per warp
+constexpr int kGatherWidth = 32;    // tile columns
 
 // Channels per lane: each roi found near a tile is scanned once per block, so
 // more channels per block means less scanning per gradient value. The tile
@@ -105,14 +105,14 @@ struct ListedRoi {
 // columns [x0, x1). Conservative: every sample lies strictly inside the box
 // and its taps within one pixel of it.
 template <typename acc_t>
-__device__ inline bool may_touch(const RoiBox<acc_t>& box, int64_t pooled_h, int64_t pooled_w,
-                                 int64_t y0, int64_t y1, int64_t x0, int64_t x1) {
+__device__ inline bool may_touch(const RoiBox<acc_t>& box, int64_t pooled_h, int64_t pooled_w, int64_t y0, int64_t y1,
+                                 int64_t x0, int64_t x1) {
   const acc_t y_end = box.start_y + box.bin_h * static_cast<acc_t>(pooled_h);
   const acc_t x_end = box.start_x + box.bin_w * static_cast<acc_t>(pooled_w);
   const acc_t lo_y = smaller(box.start_y, y_end) - acc_t(1), hi_y = larger(box.start_y, y_end) + acc_t(1);
   const acc_t lo_x = smaller(box.start_x, x_end) - acc_t(1), hi_x = larger(box.start_x, x_end) + acc_t(1);
-  return hi_y >= static_cast<acc_t>(y0) && lo_y < static_cast<acc_t>(y1) &&
-         hi_x >= static_cast<acc_t>(x0) && lo_x < static_cast<acc_t>(x1);
+  return hi_y >= static_cast<acc_t>(y0) && lo_y < static_cast<acc_t>(y1) && hi_x >= static_cast<acc_t>(x0) &&
+         lo_x < static_cast<acc_t>(x1);
 }
 
 // Phase 1, rois [r0, r0 + kThreads): each thread examines one roi; the ones
@@ -120,23 +120,27 @@ __device__ inline bool may_touch(const RoiBox<acc_t>& box, int64_t pooled_h, int
 // hence deterministic). Returns how many were listed (the same in every thread).
 template <typename scalar_t, typename acc_t>
 __device__ __forceinline__ int list_rois(const scalar_t* rois, int64_t num_rois, int64_t r0, int64_t batch,
-                                         const GatherTile& t, const RoIAlignParams& p,
-                                         ListedRoi<acc_t>* listed, int* warp_counts) {
+                                         const GatherTile& t, const RoIAlignParams& p, ListedRoi<acc_t>* listed,
+                                         int* warp_counts) {
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   const int64_t k = r0 + threadIdx.x;
   bool take = false;
   ListedRoi<acc_t> entry{};
   if (k < num_rois) {
     const scalar_t* roi = rois + k * 5;
-    const RoiSource<acc_t> src = locate_roi<acc_t>(
-        static_cast<acc_t>(roi[0]), static_cast<acc_t>(roi[1]), static_cast<acc_t>(roi[2]),
-        static_cast<acc_t>(roi[3]), static_cast<acc_t>(roi[4]), batch, p.spatial_scale,
-        p.num_levels, p.finest_scale, p.aligned, p.pooled_height, p.pooled_width, p.sampling_ratio);
+    const RoiSource<acc_t> src =
+        locate_roi<acc_t>(static_cast<acc_t>(roi[0]), static_cast<acc_t>(roi[1]), static_cast<acc_t>(roi[2]),
+                          static_cast<acc_t>(roi[3]), static_cast<acc_t>(roi[4]), batch, p.spatial_scale, p.num_levels,
+                          p.finest_scale, p.aligned, p.pooled_height, p.pooled_width, p.sampling_ratio);
     take = src.batch == t.n && src.level == t.level && src.box.grid_h > 0 && src.box.grid_w > 0 &&
-           may_touch(src.box, p.pooled_height, p.pooled_width, t.y0, t.y0 + kGatherRows, t.x0,
-                     t.x0 + kGatherWidth);
-    entry = {src.box.start_y, src.box.start_x, src.box.bin_h, src.box.bin_w, static_cast<int32_t>(k),
-             static_cast<int16_t>(src.box.grid_h), static_cast<int16_t>(src.box.grid_w)};
+           may_touch(src.box, p.pooled_height, p.pooled_width, t.y0, t.y0 + kGatherRows, t.x0, t.x0 + kGatherWidth);
+    entry = {src.box.start_y,
+             src.box.start_x,
+             src.box.bin_h,
+             src.box.bin_w,
+             static_cast<int32_t>(k),
+             static_cast<int16_t>(src.box.grid_h),
+             static_cast<int16_t>(src.box.grid_w)};
   }
   const unsigned ballot = __ballot_sync(0xffffffffu, take);
   if (lane == 0) {
@@ -175,7 +179,7 @@ __device__ __forceinline__ void add_hit(const acc_t* grad_t, const int32_t* argm
     acc_t g;
     if (kMax) {
       if (argmax_t[at_bin + 32 * v] != sample) {
-        continue;  // not this channel's winning sample
+        continue; // not this channel's winning sample
       }
       g = grad_t[at_bin + 32 * v];
     } else {
@@ -207,17 +211,17 @@ __device__ __forceinline__ void write_tile(const acc_t* acc, scalar_t* grad, con
 }
 
 template <typename scalar_t, bool kMax>
-__global__ void __launch_bounds__(kThreads) gather_backward_kernel(
-    const at::opmath_type<scalar_t>* __restrict__ grad_t,  // [K, PH*PW, C]
-    const int32_t* __restrict__ argmax_t,                  // [K, PH*PW, C] (max mode)
-    const scalar_t* __restrict__ rois, int64_t num_rois,
-    const GatherTable<scalar_t> table, int64_t batch, int64_t channels, RoIAlignParams p) {
+__global__ void __launch_bounds__(kThreads)
+    gather_backward_kernel(const at::opmath_type<scalar_t>* __restrict__ grad_t, // [K, PH*PW, C]
+                           const int32_t* __restrict__ argmax_t,                 // [K, PH*PW, C] (max mode)
+                           const scalar_t* __restrict__ rois, int64_t num_rois, const GatherTable<scalar_t> table,
+                           int64_t batch, int64_t channels, RoIAlignParams p) {
   using acc_t = at::opmath_type<scalar_t>;
   constexpr int TW = kGatherWidth;
   constexpr int VEC = gather_vector<acc_t>();
   constexpr int kStride = gather_stride<acc_t>();
   extern __shared__ __align__(16) unsigned char gather_smem[];
-  acc_t* acc = reinterpret_cast<acc_t*>(gather_smem);  // [kGatherRows][TW][kStride]
+  acc_t* acc = reinterpret_cast<acc_t*>(gather_smem); // [kGatherRows][TW][kStride]
   __shared__ ListedRoi<acc_t> listed[kThreads];
   __shared__ int warp_counts[kWarps];
 
@@ -225,11 +229,11 @@ __global__ void __launch_bounds__(kThreads) gather_backward_kernel(
   const int64_t height = tile.height, width = tile.width, x0 = tile.x0;
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   const int64_t c0 = static_cast<int64_t>(blockIdx.y) * gather_channels<acc_t>();
-  const int64_t c = c0 + lane;  // and c + 32 * v
-  const int64_t row = tile.y0 + warp;  // the tile row this warp owns
+  const int64_t c = c0 + lane;        // and c + 32 * v
+  const int64_t row = tile.y0 + warp; // the tile row this warp owns
   const int64_t bins = p.pooled_height * p.pooled_width;
 
-  acc_t* my_row = acc + warp * TW * kStride + lane;  // acc[warp][x][v * 32 + lane]
+  acc_t* my_row = acc + warp * TW * kStride + lane; // acc[warp][x][v * 32 + lane]
   for (int x = 0; x < TW; ++x) {
 #pragma unroll
     for (int v = 0; v < VEC; ++v) {
@@ -277,15 +281,14 @@ __global__ void __launch_bounds__(kThreads) gather_backward_kernel(
               const acc_t w_lo = __shfl_sync(0xffffffffu, t.w_lo, m);
               const acc_t w_hi = __shfl_sync(0xffffffffu, t.w_hi, m);
               const int pw = (sx0 + m) / gw, ix = (sx0 + m) % gw;
-              add_hit<acc_t, kMax>(grad_t, argmax_t, roi_grads + (ph * p.pooled_width + pw) * channels,
-                                   iy * gw + ix, inv_count, x_lo, x_hi, weight_y * w_lo, weight_y * w_hi, c,
-                                   channels, my_row);
+              add_hit<acc_t, kMax>(grad_t, argmax_t, roi_grads + (ph * p.pooled_width + pw) * channels, iy * gw + ix,
+                                   inv_count, x_lo, x_hi, weight_y * w_lo, weight_y * w_hi, c, channels, my_row);
             }
           }
         }
       }
     }
-    __syncthreads();  // `listed` is rewritten by the next round
+    __syncthreads(); // `listed` is rewritten by the next round
   }
 
   __syncthreads();
@@ -297,60 +300,60 @@ __global__ void __launch_bounds__(kThreads) gather_backward_kernel(
 // The gather kernel writes every gradient value once.
 void gather_backward(const at::Tensor& grad_output, const at::Tensor& rois, const at::Tensor& argmax,
                      std::vector<at::Tensor>& grads, const RoIAlignParams& params, cudaStream_t stream) {
-  AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, grad_output.scalar_type(),
-                                  "mmops::roi_align backward (CUDA)", [&] {
-    using acc_t = at::opmath_type<scalar_t>;
-    constexpr int TW = kGatherWidth;
-    const int64_t num_rois = rois.size(0), batch = grads.front().size(0), channels = grads.front().size(1);
-    const int64_t bins = params.pooled_height * params.pooled_width;
-    const bool max_mode = params.pool_mode == PoolMode::Max;
-    TORCH_CHECK(num_rois <= std::numeric_limits<int32_t>::max(),
-                "mmops::roi_align backward: at most 2^31 - 1 rois, got ", num_rois);
-    // Channels innermost, so that a warp's lanes read 32 channels of one bin at once.
-    at::Tensor grad_t = at::empty({num_rois, bins, channels},
-                                  grad_output.options().dtype(c10::CppTypeToScalarType<acc_t>::value));
-    layout::transpose(grad_output.const_data_ptr<scalar_t>(), grad_t.mutable_data_ptr<acc_t>(), num_rois,
-                      channels, bins, stream);
-    at::Tensor argmax_t;
-    if (max_mode) {
-      argmax_t = at::empty({num_rois, bins, channels}, argmax.options());
-      layout::transpose(argmax.const_data_ptr<int32_t>(), argmax_t.mutable_data_ptr<int32_t>(), num_rois,
-                        channels, bins, stream);
-    }
-    GatherTable<scalar_t> table{};
-    int64_t tiles = 0;
-    for (size_t l = 0; l < grads.size(); ++l) {
-      const int64_t height = grads[l].size(2), width = grads[l].size(3);
-      table.data[l] = grads[l].mutable_data_ptr<scalar_t>();
-      table.height[l] = height;
-      table.width[l] = width;
-      table.tiles_x[l] = (width + TW - 1) / TW;
-      table.tiles_per_image[l] = (height + kGatherRows - 1) / kGatherRows * table.tiles_x[l];
-      table.first_tile[l] = tiles;
-      tiles += batch * table.tiles_per_image[l];
-    }
-    if (tiles == 0) {
-      return;  // every map is empty
-    }
-    const dim3 grid(tiles, (channels + gather_channels<acc_t>() - 1) / gather_channels<acc_t>());
-    TORCH_CHECK(grid.y <= 65535, "mmops::roi_align backward: too many channels (", channels, ")");
-    constexpr size_t smem = gather_smem_bytes<acc_t>();
-    auto launch = [&](auto max_tag) {
-      constexpr bool kMax = decltype(max_tag)::value;
-      // More than the default 48 KB of dynamic shared memory must be asked for.
-      C10_CUDA_CHECK(cudaFuncSetAttribute(gather_backward_kernel<scalar_t, kMax>,
-                                          cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
-      gather_backward_kernel<scalar_t, kMax><<<grid, kThreads, smem, stream>>>(
-          grad_t.const_data_ptr<acc_t>(), kMax ? argmax_t.const_data_ptr<int32_t>() : nullptr,
-          rois.const_data_ptr<scalar_t>(), num_rois, table, batch, channels, params);
-      C10_CUDA_KERNEL_LAUNCH_CHECK();
-    };
-    if (max_mode) {
-      launch(std::true_type{});
-    } else {
-      launch(std::false_type{});
-    }
-  });
+  AT_DISPATCH_FLOATING_TYPES_AND2(
+      at::kHalf, at::kBFloat16, grad_output.scalar_type(), "mmops::roi_align backward (CUDA)", [&] {
+        using acc_t = at::opmath_type<scalar_t>;
+        constexpr int TW = kGatherWidth;
+        const int64_t num_rois = rois.size(0), batch = grads.front().size(0), channels = grads.front().size(1);
+        const int64_t bins = params.pooled_height * params.pooled_width;
+        const bool max_mode = params.pool_mode == PoolMode::Max;
+        TORCH_CHECK(num_rois <= std::numeric_limits<int32_t>::max(),
+                    "mmops::roi_align backward: at most 2^31 - 1 rois, got ", num_rois);
+        // Channels innermost, so that a warp's lanes read 32 channels of one bin at once.
+        at::Tensor grad_t =
+            at::empty({num_rois, bins, channels}, grad_output.options().dtype(c10::CppTypeToScalarType<acc_t>::value));
+        layout::transpose(grad_output.const_data_ptr<scalar_t>(), grad_t.mutable_data_ptr<acc_t>(), num_rois, channels,
+                          bins, stream);
+        at::Tensor argmax_t;
+        if (max_mode) {
+          argmax_t = at::empty({num_rois, bins, channels}, argmax.options());
+          layout::transpose(argmax.const_data_ptr<int32_t>(), argmax_t.mutable_data_ptr<int32_t>(), num_rois, channels,
+                            bins, stream);
+        }
+        GatherTable<scalar_t> table{};
+        int64_t tiles = 0;
+        for (size_t l = 0; l < grads.size(); ++l) {
+          const int64_t height = grads[l].size(2), width = grads[l].size(3);
+          table.data[l] = grads[l].mutable_data_ptr<scalar_t>();
+          table.height[l] = height;
+          table.width[l] = width;
+          table.tiles_x[l] = (width + TW - 1) / TW;
+          table.tiles_per_image[l] = (height + kGatherRows - 1) / kGatherRows * table.tiles_x[l];
+          table.first_tile[l] = tiles;
+          tiles += batch * table.tiles_per_image[l];
+        }
+        if (tiles == 0) {
+          return; // every map is empty
+        }
+        const dim3 grid(tiles, (channels + gather_channels<acc_t>() - 1) / gather_channels<acc_t>());
+        TORCH_CHECK(grid.y <= 65535, "mmops::roi_align backward: too many channels (", channels, ")");
+        constexpr size_t smem = gather_smem_bytes<acc_t>();
+        auto launch = [&](auto max_tag) {
+          constexpr bool kMax = decltype(max_tag)::value;
+          // More than the default 48 KB of dynamic shared memory must be asked for.
+          C10_CUDA_CHECK(cudaFuncSetAttribute(gather_backward_kernel<scalar_t, kMax>,
+                                              cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
+          gather_backward_kernel<scalar_t, kMax><<<grid, kThreads, smem, stream>>>(
+              grad_t.const_data_ptr<acc_t>(), kMax ? argmax_t.const_data_ptr<int32_t>() : nullptr,
+              rois.const_data_ptr<scalar_t>(), num_rois, table, batch, channels, params);
+          C10_CUDA_KERNEL_LAUNCH_CHECK();
+        };
+        if (max_mode) {
+          launch(std::true_type{});
+        } else {
+          launch(std::false_type{});
+        }
+      });
 }
 
 } // namespace roi_align_cuda

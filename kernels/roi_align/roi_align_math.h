@@ -34,10 +34,10 @@ constexpr int kMaxAdaptiveGrid = 512;
 // One roi in feature-map coordinates.
 template <typename T>
 struct RoiBox {
-  T start_y, start_x;  // top-left corner
-  T bin_h, bin_w;      // size of one output bin
-  int grid_h, grid_w;  // samples per bin side; 0 means the bin has no samples
-  bool valid;          // false when a coordinate is not finite
+  T start_y, start_x; // top-left corner
+  T bin_h, bin_w;     // size of one output bin
+  int grid_h, grid_w; // samples per bin side; 0 means the bin has no samples
+  bool valid;         // false when a coordinate is not finite
 };
 
 // Samples per bin side.
@@ -54,9 +54,8 @@ C10_HOST_DEVICE inline int samples_per_bin(T roi_size, int64_t pooled, int64_t s
 }
 
 template <typename T>
-C10_HOST_DEVICE inline RoiBox<T> make_roi_box(
-    T x1, T y1, T x2, T y2, T spatial_scale, bool aligned,
-    int64_t pooled_h, int64_t pooled_w, int64_t sampling_ratio) {
+C10_HOST_DEVICE inline RoiBox<T> make_roi_box(T x1, T y1, T x2, T y2, T spatial_scale, bool aligned, int64_t pooled_h,
+                                              int64_t pooled_w, int64_t sampling_ratio) {
   const T offset = aligned ? T(0.5) : T(0);
   RoiBox<T> box;
   box.start_x = x1 * spatial_scale - offset;
@@ -67,8 +66,7 @@ C10_HOST_DEVICE inline RoiBox<T> make_roi_box(
     roi_w = roi_w > T(1) ? roi_w : T(1);
     roi_h = roi_h > T(1) ? roi_h : T(1);
   }
-  box.valid = is_finite(box.start_x) && is_finite(box.start_y) && is_finite(roi_w) &&
-      is_finite(roi_h);
+  box.valid = is_finite(box.start_x) && is_finite(box.start_y) && is_finite(roi_w) && is_finite(roi_h);
   box.bin_h = roi_h / static_cast<T>(pooled_h);
   box.bin_w = roi_w / static_cast<T>(pooled_w);
   box.grid_h = box.valid ? samples_per_bin(roi_h, pooled_h, sampling_ratio) : 0;
@@ -89,7 +87,7 @@ C10_HOST_DEVICE inline int roi_level(T x1, T y1, T x2, T y2, T finest_scale, int
   const T level = std::floor(std::log2(std::sqrt((x2 - x1) * (y2 - y1)) / finest_scale + T(1e-6)));
 #endif
   if (!(level > T(0))) {
-    return 0;  // also NaN
+    return 0; // also NaN
   }
   return level < T(num_levels - 1) ? static_cast<int>(level) : num_levels - 1;
 }
@@ -120,14 +118,14 @@ C10_HOST_DEVICE inline T select_entry(const T (&values)[N], int index) {
 
 // roi = (batch_index, x1, y1, x2, y2) in image coordinates.
 template <typename T, int N>
-C10_HOST_DEVICE inline RoiSource<T> locate_roi(
-    T batch_value, T x1, T y1, T x2, T y2, int64_t batch_size, const double (&spatial_scales)[N],
-    int num_levels, double finest_scale, bool aligned, int64_t pooled_h, int64_t pooled_w,
-    int64_t sampling_ratio) {
+C10_HOST_DEVICE inline RoiSource<T> locate_roi(T batch_value, T x1, T y1, T x2, T y2, int64_t batch_size,
+                                               const double (&spatial_scales)[N], int num_levels, double finest_scale,
+                                               bool aligned, int64_t pooled_h, int64_t pooled_w,
+                                               int64_t sampling_ratio) {
   RoiSource<T> s;
   s.level = roi_level(x1, y1, x2, y2, static_cast<T>(finest_scale), num_levels);
-  s.box = make_roi_box(x1, y1, x2, y2, static_cast<T>(select_entry(spatial_scales, s.level)),
-                       aligned, pooled_h, pooled_w, sampling_ratio);
+  s.box = make_roi_box(x1, y1, x2, y2, static_cast<T>(select_entry(spatial_scales, s.level)), aligned, pooled_h,
+                       pooled_w, sampling_ratio);
   s.batch = s.box.valid ? batch_index(batch_value, batch_size) : -1;
   return s;
 }
@@ -135,23 +133,22 @@ C10_HOST_DEVICE inline RoiSource<T> locate_roi(
 // Coordinate of sample `i` (of `grid`) in bin `p` along one axis.
 template <typename T>
 C10_HOST_DEVICE inline T sample_coord(T start, T bin_size, int64_t p, int i, int grid) {
-  return start + static_cast<T>(p) * bin_size +
-      (static_cast<T>(i) + T(0.5)) * bin_size / static_cast<T>(grid);
+  return start + static_cast<T>(p) * bin_size + (static_cast<T>(i) + T(0.5)) * bin_size / static_cast<T>(grid);
 }
 
 // Bilinear interpolation is separable: one axis' two neighbours and weights.
 template <typename T>
 struct AxisTap {
-  int lo, hi;    // neighbour indices along the axis
-  T w_lo, w_hi;  // their weights
-  bool valid;    // false: the sample lies outside [-1, size] and is worth 0
+  int lo, hi;   // neighbour indices along the axis
+  T w_lo, w_hi; // their weights
+  bool valid;   // false: the sample lies outside [-1, size] and is worth 0
 };
 
 template <typename T>
 C10_HOST_DEVICE inline AxisTap<T> axis_tap(T coord, int64_t size) {
   AxisTap<T> tap{0, 0, T(0), T(0), false};
   if (size <= 0 || !(coord >= T(-1) && coord <= static_cast<T>(size))) {
-    return tap;  // also NaN
+    return tap; // also NaN
   }
   if (coord < T(0)) {
     coord = T(0);

@@ -25,12 +25,11 @@ using namespace roi_pool_math;
 
 // Image of roi k, or -1 when it pools zeros; fills the bins' ranges.
 template <typename scalar_t, typename acc_t>
-int64_t locate(const scalar_t* roi, int64_t batch, int64_t height, int64_t width,
-               const RoIPoolParams& p, std::vector<Range>& hr, std::vector<Range>& wr) {
-  const PoolBox<acc_t> box = make_pool_box<acc_t>(
-      static_cast<acc_t>(roi[1]), static_cast<acc_t>(roi[2]), static_cast<acc_t>(roi[3]),
-      static_cast<acc_t>(roi[4]), static_cast<acc_t>(p.spatial_scale), p.pooled_height,
-      p.pooled_width);
+int64_t locate(const scalar_t* roi, int64_t batch, int64_t height, int64_t width, const RoIPoolParams& p,
+               std::vector<Range>& hr, std::vector<Range>& wr) {
+  const PoolBox<acc_t> box = make_pool_box<acc_t>(static_cast<acc_t>(roi[1]), static_cast<acc_t>(roi[2]),
+                                                  static_cast<acc_t>(roi[3]), static_cast<acc_t>(roi[4]),
+                                                  static_cast<acc_t>(p.spatial_scale), p.pooled_height, p.pooled_width);
   const int64_t b = box.valid ? batch_index(static_cast<acc_t>(roi[0]), batch) : -1;
   if (b < 0) {
     return -1;
@@ -47,8 +46,8 @@ int64_t locate(const scalar_t* roi, int64_t batch, int64_t height, int64_t width
 }
 
 template <typename scalar_t>
-void forward_kernel(const at::Tensor& input, const at::Tensor& rois, at::Tensor& output,
-                    int32_t* argmax, const RoIPoolParams& p) {
+void forward_kernel(const at::Tensor& input, const at::Tensor& rois, at::Tensor& output, int32_t* argmax,
+                    const RoIPoolParams& p) {
   using acc_t = at::opmath_type<scalar_t>;
   const int64_t batch = input.size(0), channels = input.size(1);
   const int64_t height = input.size(2), width = input.size(3);
@@ -62,7 +61,7 @@ void forward_kernel(const at::Tensor& input, const at::Tensor& rois, at::Tensor&
     std::vector<Range> hr, wr;
     for (int64_t k = begin; k < end; ++k) {
       scalar_t* out_k = out + k * channels * bins;
-      int32_t* arg_k = argmax ? argmax + k * channels * bins : nullptr;  // [bins, C]
+      int32_t* arg_k = argmax ? argmax + k * channels * bins : nullptr; // [bins, C]
       const int64_t b = locate<scalar_t, acc_t>(roi_data + k * 5, batch, height, width, p, hr, wr);
       if (b < 0) {
         std::fill(out_k, out_k + channels * bins, scalar_t(0));
@@ -108,8 +107,8 @@ void forward_kernel(const at::Tensor& input, const at::Tensor& rois, at::Tensor&
 }
 
 template <typename scalar_t, typename acc_t>
-void backward_kernel(const at::Tensor& grad_output, const at::Tensor& rois, const int32_t* argmax,
-                     acc_t* grad, int64_t batch, int64_t channels, int64_t plane) {
+void backward_kernel(const at::Tensor& grad_output, const at::Tensor& rois, const int32_t* argmax, acc_t* grad,
+                     int64_t batch, int64_t channels, int64_t plane) {
   const int64_t num_rois = rois.size(0);
   const int64_t bins = grad_output.size(2) * grad_output.size(3);
   const scalar_t* go = grad_output.const_data_ptr<scalar_t>();
@@ -119,12 +118,12 @@ void backward_kernel(const at::Tensor& grad_output, const at::Tensor& rois, cons
     for (int64_t k = 0; k < num_rois; ++k) {
       const int64_t b = batch_index(static_cast<acc_t>(roi_data[k * 5]), batch);
       if (b < 0) {
-        continue;  // pooled zeros (argmax is -1 everywhere anyway)
+        continue; // pooled zeros (argmax is -1 everywhere anyway)
       }
       for (int64_t c = c_begin; c < c_end; ++c) {
         acc_t* g = grad + (b * channels + c) * plane;
         const int64_t base = (k * channels + c) * bins;
-        const int32_t* arg = argmax + k * bins * channels + c;  // [bins, C] of roi k
+        const int32_t* arg = argmax + k * bins * channels + c; // [bins, C] of roi k
         for (int64_t i = 0; i < bins; ++i) {
           const int32_t a = arg[i * channels];
           if (a >= 0 && a < plane) {
@@ -138,29 +137,26 @@ void backward_kernel(const at::Tensor& grad_output, const at::Tensor& rois, cons
 
 } // namespace
 
-std::tuple<at::Tensor, at::Tensor> roi_pool_forward_cpu(
-    const at::Tensor& input_, const at::Tensor& rois_, const RoIPoolParams& params,
-    bool with_argmax) {
+std::tuple<at::Tensor, at::Tensor> roi_pool_forward_cpu(const at::Tensor& input_, const at::Tensor& rois_,
+                                                        const RoIPoolParams& params, bool with_argmax) {
   const at::Tensor input = input_.contiguous();
   const at::Tensor rois = rois_.contiguous();
-  at::Tensor output = at::empty(
-      {rois.size(0), input.size(1), params.pooled_height, params.pooled_width}, input.options());
+  at::Tensor output =
+      at::empty({rois.size(0), input.size(1), params.pooled_height, params.pooled_width}, input.options());
   at::Tensor argmax = with_argmax
-      ? at::empty(output.sizes(), input.options().dtype(at::kInt), at::MemoryFormat::ChannelsLast)
-      : at::empty({0}, input.options().dtype(at::kInt));
+                          ? at::empty(output.sizes(), input.options().dtype(at::kInt), at::MemoryFormat::ChannelsLast)
+                          : at::empty({0}, input.options().dtype(at::kInt));
   if (output.numel() == 0) {
     return {output, argmax};
   }
   AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, input.scalar_type(), "mmops::roi_pool (CPU)", [&] {
-    forward_kernel<scalar_t>(input, rois, output,
-                             with_argmax ? argmax.mutable_data_ptr<int32_t>() : nullptr, params);
+    forward_kernel<scalar_t>(input, rois, output, with_argmax ? argmax.mutable_data_ptr<int32_t>() : nullptr, params);
   });
   return {output, argmax};
 }
 
-at::Tensor roi_pool_backward_cpu(const at::Tensor& grad_output_, const at::Tensor& rois_,
-                                 const at::Tensor& argmax_, const std::vector<int64_t>& input_shape,
-                                 const RoIPoolParams& params) {
+at::Tensor roi_pool_backward_cpu(const at::Tensor& grad_output_, const at::Tensor& rois_, const at::Tensor& argmax_,
+                                 const std::vector<int64_t>& input_shape, const RoIPoolParams& params) {
   const at::Tensor grad_output = grad_output_.contiguous();
   const at::Tensor rois = rois_.contiguous();
   const at::Tensor argmax = argmax_.contiguous(at::MemoryFormat::ChannelsLast);

@@ -26,8 +26,8 @@ namespace {
 
 constexpr int kWarps = 8;
 constexpr int kThreads = kWarps * 32;
-constexpr int kBinChunk = 64;  // bins staged in the shared tile at a time
-constexpr int kChunk = 32;     // channels of one block (roi-major forward, decode)
+constexpr int kBinChunk = 64; // bins staged in the shared tile at a time
+constexpr int kChunk = 32;    // channels of one block (roi-major forward, decode)
 
 __device__ inline int64_t smaller(int64_t a, int64_t b) {
   return a < b ? a : b;
@@ -35,7 +35,7 @@ __device__ inline int64_t smaller(int64_t a, int64_t b) {
 
 template <typename acc_t>
 struct Tile {
-  static constexpr int kStride = kChunk + 1;  // padded against bank conflicts
+  static constexpr int kStride = kChunk + 1; // padded against bank conflicts
   acc_t value[kBinChunk * kStride];
   int32_t argmax[kBinChunk * kStride];
   __device__ inline int at(int bin, int channel) const { return bin * kStride + channel; }
@@ -48,7 +48,7 @@ struct Tile {
 template <typename T>
 struct SeededMax {
   T best;
-  int32_t index;  // -1: the sequence is empty
+  int32_t index; // -1: the sequence is empty
   __device__ inline void update(T value, int32_t pixel) {
     // value > best, or value is NaN and best is not; never once best is NaN
     const bool take = !(value <= best) && best == best;
@@ -78,9 +78,8 @@ __device__ inline bool earlier_max(T a, int32_t ia, T b, int32_t ib) {
 // kArgmax their argmax to the channels-last [K, bins, C] argmax.
 template <bool kArgmax, typename acc_t, typename scalar_t>
 __device__ __forceinline__ void write_chunk(const Tile<acc_t>& tile, scalar_t* __restrict__ output,
-                                            int32_t* __restrict__ argmax, int64_t k, int64_t c0,
-                                            int64_t channels, int64_t bins, int64_t bin0,
-                                            int64_t chunk_channels, int64_t chunk_bins) {
+                                            int32_t* __restrict__ argmax, int64_t k, int64_t c0, int64_t channels,
+                                            int64_t bins, int64_t bin0, int64_t chunk_channels, int64_t chunk_bins) {
   for (int i = threadIdx.x; i < chunk_channels * chunk_bins; i += kThreads) {
     const int cl = i / chunk_bins, bl = i % chunk_bins;
     const int64_t o = ((k * channels) + c0 + cl) * bins + bin0 + bl;
@@ -98,9 +97,8 @@ __device__ __forceinline__ void write_chunk(const Tile<acc_t>& tile, scalar_t* _
 // contiguous.
 void roi_pool_tiled_forward(const at::Tensor& input, const at::Tensor& rois, const RoIPoolParams& params,
                             at::Tensor& output, at::Tensor* argmax, cudaStream_t stream);
-void roi_pool_roi_major_forward(const at::Tensor& input, const at::Tensor& rois,
-                                const RoIPoolParams& params, at::Tensor& output, at::Tensor* argmax,
-                                cudaStream_t stream);
+void roi_pool_roi_major_forward(const at::Tensor& input, const at::Tensor& rois, const RoIPoolParams& params,
+                                at::Tensor& output, at::Tensor* argmax, cudaStream_t stream);
 
 } // namespace kernels
 } // namespace mmops

@@ -28,7 +28,7 @@ using host_device_math::is_finite;
 using host_device_math::MaxTracker;
 using host_device_math::round_away;
 
-constexpr double kMaxCoord = 16777216.0;  // 2^24
+constexpr double kMaxCoord = 16777216.0; // 2^24
 
 template <typename T>
 C10_HOST_DEVICE inline int64_t rounded_coord(T v) {
@@ -40,14 +40,14 @@ C10_HOST_DEVICE inline int64_t rounded_coord(T v) {
 // One roi on the feature map.
 template <typename T>
 struct PoolBox {
-  int64_t start_h, start_w;  // rounded top-left corner
-  T bin_h, bin_w;            // bin size (box size / pooled size)
-  bool valid;                // false: a coordinate is not finite (pools zeros)
+  int64_t start_h, start_w; // rounded top-left corner
+  T bin_h, bin_w;           // bin size (box size / pooled size)
+  bool valid;               // false: a coordinate is not finite (pools zeros)
 };
 
 template <typename T>
-C10_HOST_DEVICE inline PoolBox<T> make_pool_box(T x1, T y1, T x2, T y2, T spatial_scale,
-                                                int64_t pooled_h, int64_t pooled_w) {
+C10_HOST_DEVICE inline PoolBox<T> make_pool_box(T x1, T y1, T x2, T y2, T spatial_scale, int64_t pooled_h,
+                                                int64_t pooled_w) {
   PoolBox<T> b;
   const T sx1 = x1 * spatial_scale, sy1 = y1 * spatial_scale;
   const T sx2 = x2 * spatial_scale, sy2 = y2 * spatial_scale;

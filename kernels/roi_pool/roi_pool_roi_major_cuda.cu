@@ -31,7 +31,7 @@ using cuda_helpers::Pack;
 template <int VEC, typename acc_t, typename PackT>
 __device__ __forceinline__ void scan_bin(SeededMax<acc_t> (&m)[VEC], const PackT* pixels, bool active, Range hr,
                                          Range wr, int group, int64_t width, int64_t stride, int32_t w32) {
-  constexpr int G = VEC;  // pixel columns per warp load
+  constexpr int G = VEC; // pixel columns per warp load
   const int32_t h0 = static_cast<int32_t>(hr.begin), h1 = static_cast<int32_t>(hr.end);
   const int32_t w0 = static_cast<int32_t>(wr.begin) + group, w1 = static_cast<int32_t>(wr.end);
 #pragma unroll
@@ -93,35 +93,34 @@ __device__ __forceinline__ void merge_column_groups(SeededMax<acc_t> (&m)[VEC]) 
 // input slice that all rois of a chunk read at the same time stays small
 // enough for L2.
 template <typename scalar_t, int VEC, bool kArgmax>
-__global__ void __launch_bounds__(kThreads) forward_kernel(
-    const scalar_t* __restrict__ input,  // [N, H, W, C]
-    const scalar_t* __restrict__ rois, scalar_t* __restrict__ output,  // [K, C, PH, PW]
-    int32_t* __restrict__ argmax, int64_t batch, int64_t channels, int64_t height, int64_t width,
-    RoIPoolParams p) {
+__global__ void __launch_bounds__(kThreads)
+    forward_kernel(const scalar_t* __restrict__ input,                               // [N, H, W, C]
+                   const scalar_t* __restrict__ rois, scalar_t* __restrict__ output, // [K, C, PH, PW]
+                   int32_t* __restrict__ argmax, int64_t batch, int64_t channels, int64_t height, int64_t width,
+                   RoIPoolParams p) {
   using acc_t = at::opmath_type<scalar_t>;
   using PackT = Pack<scalar_t, VEC>;
-  constexpr int kLanes = 32 / VEC;  // lanes per pixel
+  constexpr int kLanes = 32 / VEC; // lanes per pixel
   static_assert(kLanes * VEC == kChunk, "a warp load covers the block's channels");
   __shared__ Tile<acc_t> tile;
 
   const int64_t k = blockIdx.x;
   const int64_t c0 = static_cast<int64_t>(blockIdx.y) * kChunk;
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-  const int group = lane / kLanes, cl0 = (lane % kLanes) * VEC;  // column group, first channel
+  const int group = lane / kLanes, cl0 = (lane % kLanes) * VEC; // column group, first channel
   const int64_t bins = p.pooled_height * p.pooled_width;
   const int64_t chunk_channels = smaller(kChunk, channels - c0);
   const scalar_t* roi = rois + k * 5;
-  const PoolBox<acc_t> box = make_pool_box<acc_t>(
-      static_cast<acc_t>(roi[1]), static_cast<acc_t>(roi[2]), static_cast<acc_t>(roi[3]),
-      static_cast<acc_t>(roi[4]), static_cast<acc_t>(p.spatial_scale), p.pooled_height,
-      p.pooled_width);
+  const PoolBox<acc_t> box = make_pool_box<acc_t>(static_cast<acc_t>(roi[1]), static_cast<acc_t>(roi[2]),
+                                                  static_cast<acc_t>(roi[3]), static_cast<acc_t>(roi[4]),
+                                                  static_cast<acc_t>(p.spatial_scale), p.pooled_height, p.pooled_width);
   const int64_t b = box.valid ? batch_index(static_cast<acc_t>(roi[0]), batch) : -1;
   const int64_t c = c0 + cl0;
-  const bool active = b >= 0 && c < channels;  // channels % VEC == 0: all VEC or none
-  const int64_t stride = channels / VEC;        // packs per pixel
-  const PackT* pixels = reinterpret_cast<const PackT*>(
-      input + (b > 0 ? b : 0) * height * width * channels + (active ? c : 0));
-  const int32_t w32 = static_cast<int32_t>(width);  // H * W < 2^31 (checked)
+  const bool active = b >= 0 && c < channels; // channels % VEC == 0: all VEC or none
+  const int64_t stride = channels / VEC;      // packs per pixel
+  const PackT* pixels =
+      reinterpret_cast<const PackT*>(input + (b > 0 ? b : 0) * height * width * channels + (active ? c : 0));
+  const int32_t w32 = static_cast<int32_t>(width); // H * W < 2^31 (checked)
 
   for (int64_t bin0 = 0; bin0 < bins; bin0 += kBinChunk) {
     const int64_t chunk_bins = smaller(kBinChunk, bins - bin0);
@@ -150,16 +149,14 @@ __global__ void __launch_bounds__(kThreads) forward_kernel(
 
 } // namespace
 
-void roi_pool_roi_major_forward(const at::Tensor& input_, const at::Tensor& rois,
-                                const RoIPoolParams& params, at::Tensor& output, at::Tensor* argmax,
-                                cudaStream_t stream) {
+void roi_pool_roi_major_forward(const at::Tensor& input_, const at::Tensor& rois, const RoIPoolParams& params,
+                                at::Tensor& output, at::Tensor* argmax, cudaStream_t stream) {
   TORCH_INTERNAL_ASSERT(input_.scalar_type() == at::kDouble, "roi_pool_roi_major_forward is for double");
   using scalar_t = double;
   const at::Tensor input = channels_last_cuda(input_);
   const int64_t num_rois = rois.size(0), channels = input.size(1);
   constexpr int kVec = channel_vector<scalar_t>();
-  const bool aligned =
-      reinterpret_cast<uintptr_t>(input.const_data_ptr()) % (sizeof(scalar_t) * kVec) == 0;
+  const bool aligned = reinterpret_cast<uintptr_t>(input.const_data_ptr()) % (sizeof(scalar_t) * kVec) == 0;
   const bool vectorized = kVec > 1 && channels % kVec == 0 && aligned;
   auto launch = [&](auto vec_tag, auto arg_tag) {
     constexpr int VEC = decltype(vec_tag)::value;
@@ -167,9 +164,9 @@ void roi_pool_roi_major_forward(const at::Tensor& input_, const at::Tensor& rois
     const dim3 grid(num_rois, (channels + kChunk - 1) / kChunk);
     TORCH_CHECK(grid.y <= 65535, "mmops::roi_pool: too many channels (", channels, ")");
     forward_kernel<scalar_t, VEC, kArg><<<grid, kThreads, 0, stream>>>(
-        input.const_data_ptr<scalar_t>(), rois.const_data_ptr<scalar_t>(),
-        output.mutable_data_ptr<scalar_t>(), kArg ? argmax->mutable_data_ptr<int32_t>() : nullptr,
-        input.size(0), channels, input.size(2), input.size(3), params);
+        input.const_data_ptr<scalar_t>(), rois.const_data_ptr<scalar_t>(), output.mutable_data_ptr<scalar_t>(),
+        kArg ? argmax->mutable_data_ptr<int32_t>() : nullptr, input.size(0), channels, input.size(2), input.size(3),
+        params);
     C10_CUDA_KERNEL_LAUNCH_CHECK();
   };
   using Yes = std::true_type;
@@ -179,8 +176,7 @@ void roi_pool_roi_major_forward(const at::Tensor& input_, const at::Tensor& rois
     with_argmax ? launch(std::integral_constant<int, kVec>{}, Yes{})
                 : launch(std::integral_constant<int, kVec>{}, No{});
   } else {
-    with_argmax ? launch(std::integral_constant<int, 1>{}, Yes{})
-                : launch(std::integral_constant<int, 1>{}, No{});
+    with_argmax ? launch(std::integral_constant<int, 1>{}, Yes{}) : launch(std::integral_constant<int, 1>{}, No{});
   }
 }
 

@@ -39,10 +39,10 @@ using namespace roi_pool_math;
 constexpr int kTileH = 16;
 constexpr int kTileW = 16;
 constexpr int kTilePixels = kTileH * kTileW;
-constexpr int kLaneChannels = 2;                   // consecutive channels of one lane
-constexpr int kTileChannels = 32 * kLaneChannels;  // channels of one block
-constexpr int kTileStride = kTileChannels + 2;     // floats per pixel in shared memory (padded)
-constexpr int kRoiBatch = 512;                     // rois culled per round
+constexpr int kLaneChannels = 2;                  // consecutive channels of one lane
+constexpr int kTileChannels = 32 * kLaneChannels; // channels of one block
+constexpr int kTileStride = kTileChannels + 2;    // floats per pixel in shared memory (padded)
+constexpr int kRoiBatch = 512;                    // rois culled per round
 
 // Order-preserving code of a float: code(a) > code(b) <=> a > b for non-NaN
 // values; every NaN codes to the top, -0 codes as +0 (they compare equal), and
@@ -69,8 +69,7 @@ using KeyT = std::conditional_t<kArgmax, unsigned long long, unsigned int>;
 template <bool kArgmax>
 __device__ inline KeyT<kArgmax> bin_key(float value, int32_t pixel) {
   if constexpr (kArgmax) {
-    return (static_cast<unsigned long long>(order_code(value)) << 32) |
-        static_cast<unsigned int>(~pixel);
+    return (static_cast<unsigned long long>(order_code(value)) << 32) | static_cast<unsigned int>(~pixel);
   } else {
     return order_code(value);
   }
@@ -78,9 +77,9 @@ __device__ inline KeyT<kArgmax> bin_key(float value, int32_t pixel) {
 
 template <typename scalar_t>
 __device__ inline PoolBox<float> roi_box(const scalar_t* roi, const RoIPoolParams& p) {
-  return make_pool_box<float>(static_cast<float>(roi[1]), static_cast<float>(roi[2]),
-                              static_cast<float>(roi[3]), static_cast<float>(roi[4]),
-                              static_cast<float>(p.spatial_scale), p.pooled_height, p.pooled_width);
+  return make_pool_box<float>(static_cast<float>(roi[1]), static_cast<float>(roi[2]), static_cast<float>(roi[3]),
+                              static_cast<float>(roi[4]), static_cast<float>(p.spatial_scale), p.pooled_height,
+                              p.pooled_width);
 }
 
 // Where a roi's bins lie: image (-1: pools zeros) and the pixel rows / columns
@@ -90,9 +89,9 @@ struct RoiExtent {
 };
 
 template <typename scalar_t>
-__global__ void __launch_bounds__(kThreads) roi_extent_kernel(
-    const scalar_t* __restrict__ rois, RoiExtent* __restrict__ extents, int64_t num_rois,
-    int64_t batch, int64_t height, int64_t width, RoIPoolParams p) {
+__global__ void __launch_bounds__(kThreads)
+    roi_extent_kernel(const scalar_t* __restrict__ rois, RoiExtent* __restrict__ extents, int64_t num_rois,
+                      int64_t batch, int64_t height, int64_t width, RoIPoolParams p) {
   const int64_t k = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
   if (k >= num_rois) {
     return;
@@ -115,8 +114,8 @@ struct AxisParts {
   unsigned mask;
 };
 
-__device__ inline AxisParts axis_parts(int64_t start, float bin, int64_t first, int64_t pooled,
-                                       int64_t size, int tile_begin, int tile_size, int lane) {
+__device__ inline AxisParts axis_parts(int64_t start, float bin, int64_t first, int64_t pooled, int64_t size,
+                                       int tile_begin, int tile_size, int lane) {
   AxisParts a{0, 0, 0u};
   const int64_t p = first + lane;
   if (p < pooled) {
@@ -134,11 +133,9 @@ __device__ inline AxisParts axis_parts(int64_t start, float bin, int64_t first, 
 // warp takes one roi at a time and finds the roi's bins that meet the tile by
 // ballot. Called by all threads of the block (it synchronises).
 template <typename scalar_t, typename Visit>
-__device__ inline void for_each_bin_part(const scalar_t* __restrict__ rois,
-                                         const RoiExtent* __restrict__ extents, int64_t num_rois,
-                                         int32_t b, int ty0, int tx0, int64_t height, int64_t width,
-                                         const RoIPoolParams& p, int32_t* roi_list, int& roi_count,
-                                         Visit&& visit) {
+__device__ inline void for_each_bin_part(const scalar_t* __restrict__ rois, const RoiExtent* __restrict__ extents,
+                                         int64_t num_rois, int32_t b, int ty0, int tx0, int64_t height, int64_t width,
+                                         const RoIPoolParams& p, int32_t* roi_list, int& roi_count, Visit&& visit) {
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   for (int64_t r0 = 0; r0 < num_rois; r0 += kRoiBatch) {
     if (threadIdx.x == 0) {
@@ -148,8 +145,7 @@ __device__ inline void for_each_bin_part(const scalar_t* __restrict__ rois,
     const int64_t r1 = smaller(r0 + kRoiBatch, num_rois);
     for (int64_t k = r0 + threadIdx.x; k < r1; k += kThreads) {
       const RoiExtent e = extents[k];
-      if (e.batch == b && e.h_begin < ty0 + kTileH && e.h_end > ty0 && e.w_begin < tx0 + kTileW &&
-          e.w_end > tx0) {
+      if (e.batch == b && e.h_begin < ty0 + kTileH && e.h_end > ty0 && e.w_begin < tx0 + kTileW && e.w_end > tx0) {
         roi_list[atomicAdd(&roi_count, 1)] = static_cast<int32_t>(k);
       }
     }
@@ -158,11 +154,9 @@ __device__ inline void for_each_bin_part(const scalar_t* __restrict__ rois,
       const int64_t k = roi_list[i];
       const PoolBox<float> box = roi_box(rois + k * 5, p);
       for (int64_t ph0 = 0; ph0 < p.pooled_height; ph0 += 32) {
-        const AxisParts rows = axis_parts(box.start_h, box.bin_h, ph0, p.pooled_height, height,
-                                          ty0, kTileH, lane);
+        const AxisParts rows = axis_parts(box.start_h, box.bin_h, ph0, p.pooled_height, height, ty0, kTileH, lane);
         for (int64_t pw0 = 0; rows.mask && pw0 < p.pooled_width; pw0 += 32) {
-          const AxisParts cols = axis_parts(box.start_w, box.bin_w, pw0, p.pooled_width, width,
-                                            tx0, kTileW, lane);
+          const AxisParts cols = axis_parts(box.start_w, box.bin_w, pw0, p.pooled_width, width, tx0, kTileW, lane);
           for (unsigned rm = rows.mask; rm; rm &= rm - 1) {
             const int r = __ffs(rm) - 1;
             const int h0 = __shfl_sync(0xffffffffu, rows.begin, r);
@@ -177,7 +171,7 @@ __device__ inline void for_each_bin_part(const scalar_t* __restrict__ rois,
         }
       }
     }
-    __syncthreads();  // roi_list is rewritten next round
+    __syncthreads(); // roi_list is rewritten next round
   }
 }
 
@@ -185,9 +179,8 @@ __device__ inline void for_each_bin_part(const scalar_t* __restrict__ rois,
 // by a bin), kLoadBatch loads in flight per thread before their shared-memory
 // stores.
 template <typename scalar_t, bool kChannelsLast>
-__device__ __forceinline__ void load_tile(const scalar_t* __restrict__ input, float* tile, int32_t b, int ty0,
-                                          int tx0, int64_t c0, int64_t channels, int64_t height,
-                                          int64_t width) {
+__device__ __forceinline__ void load_tile(const scalar_t* __restrict__ input, float* tile, int32_t b, int ty0, int tx0,
+                                          int64_t c0, int64_t channels, int64_t height, int64_t width) {
   constexpr int kLoadBatch = 16;
   constexpr int kLoads = kTilePixels * kTileChannels / kThreads;
   static_assert(kLoads % kLoadBatch == 0, "whole batches of loads");
@@ -198,19 +191,18 @@ __device__ __forceinline__ void load_tile(const scalar_t* __restrict__ input, fl
     for (int j = 0; j < kLoadBatch; ++j) {
       const int i = (j0 + j) * kThreads + threadIdx.x;
       int px, c;
-      if (kChannelsLast) {  // lanes along channels: contiguous bytes per pixel
+      if (kChannelsLast) { // lanes along channels: contiguous bytes per pixel
         px = i / kTileChannels;
         c = i % kTileChannels;
-      } else {  // lanes along a tile row: contiguous runs of kTileW pixels
+      } else { // lanes along a tile row: contiguous runs of kTileW pixels
         c = i / kTilePixels;
         px = i % kTilePixels;
       }
       const int h = ty0 + px / kTileW, w = tx0 + px % kTileW;
       v[j] = 0.f;
       if (h < height && w < width && c0 + c < channels) {
-        const int64_t index = kChannelsLast
-            ? ((b * height + h) * width + w) * channels + c0 + c
-            : ((b * channels + c0 + c) * height + h) * width + w;
+        const int64_t index = kChannelsLast ? ((b * height + h) * width + w) * channels + c0 + c
+                                            : ((b * channels + c0 + c) * height + h) * width + w;
         v[j] = static_cast<float>(input[index]);
       }
       slot[j] = px * kTileStride + c;
@@ -228,10 +220,9 @@ __device__ __forceinline__ void load_tile(const scalar_t* __restrict__ input, fl
 // sequences (twice the instruction-level parallelism), both seeded with the
 // first pixel. earlier_max of the two is the part's row-major scan result.
 __device__ __forceinline__ void scan_part(SeededMax<float> (&even)[kLaneChannels],
-                                          SeededMax<float> (&odd)[kLaneChannels], const float* tile, int ty0,
-                                          int tx0, int h0, int h1, int w0, int w1, int32_t w32, int lane) {
-  const float* first = tile + ((h0 - ty0) * kTileW + (w0 - tx0)) * kTileStride +
-      lane * kLaneChannels;
+                                          SeededMax<float> (&odd)[kLaneChannels], const float* tile, int ty0, int tx0,
+                                          int h0, int h1, int w0, int w1, int32_t w32, int lane) {
+  const float* first = tile + ((h0 - ty0) * kTileW + (w0 - tx0)) * kTileStride + lane * kLaneChannels;
   const float2 seed = *reinterpret_cast<const float2*>(first);
   const int32_t seed_pixel = h0 * w32 + w0;
 #pragma unroll
@@ -264,14 +255,13 @@ __device__ __forceinline__ void scan_part(SeededMax<float> (&even)[kLaneChannels
 }
 
 template <typename scalar_t, bool kArgmax, bool kChannelsLast>
-__global__ void __launch_bounds__(kThreads) tile_max_kernel(
-    const scalar_t* __restrict__ input,  // [N, C, H, W] in either memory format
-    const scalar_t* __restrict__ rois, const RoiExtent* __restrict__ extents,
-    KeyT<kArgmax>* __restrict__ keys,  // [K, bins, C]
-    int64_t num_rois, int64_t channels, int64_t height, int64_t width, int tiles_w,
-    RoIPoolParams p) {
+__global__ void __launch_bounds__(kThreads)
+    tile_max_kernel(const scalar_t* __restrict__ input, // [N, C, H, W] in either memory format
+                    const scalar_t* __restrict__ rois, const RoiExtent* __restrict__ extents,
+                    KeyT<kArgmax>* __restrict__ keys, // [K, bins, C]
+                    int64_t num_rois, int64_t channels, int64_t height, int64_t width, int tiles_w, RoIPoolParams p) {
   extern __shared__ float4 shared_words[];
-  float* tile = reinterpret_cast<float*>(shared_words);  // [kTilePixels][kTileStride]
+  float* tile = reinterpret_cast<float*>(shared_words); // [kTilePixels][kTileStride]
   __shared__ int32_t roi_list[kRoiBatch];
   __shared__ int roi_count;
 
@@ -284,32 +274,32 @@ __global__ void __launch_bounds__(kThreads) tile_max_kernel(
   load_tile<scalar_t, kChannelsLast>(input, tile, b, ty0, tx0, c0, channels, height, width);
   // (for_each_bin_part synchronises before the first read of the tile)
 
-  const int64_t c_lane = c0 + lane * kLaneChannels;  // the lane's first channel
-  const int32_t w32 = static_cast<int32_t>(width);    // H * W < 2^31 (checked)
+  const int64_t c_lane = c0 + lane * kLaneChannels; // the lane's first channel
+  const int32_t w32 = static_cast<int32_t>(width);  // H * W < 2^31 (checked)
   const int64_t bins = p.pooled_height * p.pooled_width;
   for_each_bin_part(rois, extents, num_rois, b, ty0, tx0, height, width, p, roi_list, roi_count,
                     [&](int64_t k, int64_t bin, int h0, int h1, int w0, int w1) {
-    SeededMax<float> even[kLaneChannels], odd[kLaneChannels];
-    scan_part(even, odd, tile, ty0, tx0, h0, h1, w0, w1, w32, lane);
-    KeyT<kArgmax>* key = keys + (k * bins + bin) * channels + c_lane;
+                      SeededMax<float> even[kLaneChannels], odd[kLaneChannels];
+                      scan_part(even, odd, tile, ty0, tx0, h0, h1, w0, w1, w32, lane);
+                      KeyT<kArgmax>* key = keys + (k * bins + bin) * channels + c_lane;
 #pragma unroll
-    for (int j = 0; j < kLaneChannels; ++j) {
-      const SeededMax<float>& m =
-          earlier_max(odd[j].best, odd[j].index, even[j].best, even[j].index) ? odd[j] : even[j];
-      if (c_lane + j < channels) {
-        atomicMax(key + j, bin_key<kArgmax>(m.best, m.index));
-      }
-    }
-  });
+                      for (int j = 0; j < kLaneChannels; ++j) {
+                        const SeededMax<float>& m =
+                            earlier_max(odd[j].best, odd[j].index, even[j].best, even[j].index) ? odd[j] : even[j];
+                        if (c_lane + j < channels) {
+                          atomicMax(key + j, bin_key<kArgmax>(m.best, m.index));
+                        }
+                      }
+                    });
 }
 
 // keys [K, bins, C] -> output [K, C, PH, PW] through the shared tile so that
 // both sides are coalesced, and argmax [K, bins, C]. An empty key (no pixel)
 // gives 0 / -1.
 template <typename scalar_t, bool kArgmax>
-__global__ void __launch_bounds__(kThreads) decode_keys_kernel(
-    const KeyT<kArgmax>* __restrict__ keys, scalar_t* __restrict__ output,
-    int32_t* __restrict__ argmax, int64_t channels, int64_t bins) {
+__global__ void __launch_bounds__(kThreads)
+    decode_keys_kernel(const KeyT<kArgmax>* __restrict__ keys, scalar_t* __restrict__ output,
+                       int32_t* __restrict__ argmax, int64_t channels, int64_t bins) {
   __shared__ Tile<float> tile;
   const int64_t k = blockIdx.x;
   const int64_t c0 = static_cast<int64_t>(blockIdx.y) * kChunk;
@@ -335,22 +325,20 @@ __global__ void __launch_bounds__(kThreads) decode_keys_kernel(
   }
 }
 
-#define DISPATCH_FLOAT_HALF_BFLOAT16(TYPE, NAME, ...)                 \
-  AT_DISPATCH_SWITCH(TYPE, NAME,                                      \
-                     AT_DISPATCH_CASE(at::ScalarType::Float, __VA_ARGS__) \
-                     AT_DISPATCH_CASE(at::ScalarType::Half, __VA_ARGS__)  \
-                     AT_DISPATCH_CASE(at::ScalarType::BFloat16, __VA_ARGS__))
+#define DISPATCH_FLOAT_HALF_BFLOAT16(TYPE, NAME, ...)                                       \
+  AT_DISPATCH_SWITCH(TYPE, NAME,                                                            \
+                     AT_DISPATCH_CASE(at::ScalarType::Float, __VA_ARGS__) AT_DISPATCH_CASE( \
+                         at::ScalarType::Half, __VA_ARGS__) AT_DISPATCH_CASE(at::ScalarType::BFloat16, __VA_ARGS__))
 
 // RoiExtent of every roi (a byte tensor on the rois' device).
 at::Tensor roi_extents(const at::Tensor& rois, int64_t batch, int64_t height, int64_t width,
                        const RoIPoolParams& params, cudaStream_t stream) {
   const int64_t num_rois = rois.size(0);
-  at::Tensor extents = at::empty({num_rois * static_cast<int64_t>(sizeof(RoiExtent))},
-                                 rois.options().dtype(at::kByte));
+  at::Tensor extents = at::empty({num_rois * static_cast<int64_t>(sizeof(RoiExtent))}, rois.options().dtype(at::kByte));
   DISPATCH_FLOAT_HALF_BFLOAT16(rois.scalar_type(), "mmops::roi_pool extents (CUDA)", [&] {
     roi_extent_kernel<scalar_t><<<(num_rois + kThreads - 1) / kThreads, kThreads, 0, stream>>>(
-        rois.const_data_ptr<scalar_t>(), reinterpret_cast<RoiExtent*>(extents.mutable_data_ptr()),
-        num_rois, batch, height, width, params);
+        rois.const_data_ptr<scalar_t>(), reinterpret_cast<RoiExtent*>(extents.mutable_data_ptr()), num_rois, batch,
+        height, width, params);
     C10_CUDA_KERNEL_LAUNCH_CHECK();
   });
   return extents;
@@ -361,10 +349,9 @@ dim3 tile_grid(int64_t batch, int64_t channels, int64_t height, int64_t width, i
   const int64_t tiles = ((height + kTileH - 1) / kTileH) * ((width + kTileW - 1) / kTileW);
   const int64_t chunks = (channels + kTileChannels - 1) / kTileChannels;
   TORCH_CHECK(tiles <= std::numeric_limits<int32_t>::max() && chunks <= 65535 && batch <= 65535,
-              "mmops::roi_pool: input too large for the CUDA kernel (", batch, "x", channels, "x",
-              height, "x", width, ")");
-  TORCH_CHECK(num_rois <= std::numeric_limits<int32_t>::max(), "mmops::roi_pool: too many rois (",
-              num_rois, ")");
+              "mmops::roi_pool: input too large for the CUDA kernel (", batch, "x", channels, "x", height, "x", width,
+              ")");
+  TORCH_CHECK(num_rois <= std::numeric_limits<int32_t>::max(), "mmops::roi_pool: too many rois (", num_rois, ")");
   return dim3(static_cast<unsigned>(tiles), static_cast<unsigned>(chunks), static_cast<unsigned>(batch));
 }
 
@@ -378,12 +365,10 @@ void roi_pool_tiled_forward(const at::Tensor& input, const at::Tensor& rois, con
   const int64_t batch = input.size(0), channels = input.size(1);
   const int64_t height = input.size(2), width = input.size(3);
   const int64_t num_rois = rois.size(0), bins = params.pooled_height * params.pooled_width;
-  const bool channels_last = !input.is_contiguous() &&
-      input.is_contiguous(at::MemoryFormat::ChannelsLast);
+  const bool channels_last = !input.is_contiguous() && input.is_contiguous(at::MemoryFormat::ChannelsLast);
   const at::Tensor x = channels_last ? input : input.contiguous();
   const bool with_argmax = argmax != nullptr;
-  at::Tensor keys = at::zeros({num_rois, bins, channels},
-                              input.options().dtype(with_argmax ? at::kLong : at::kInt));
+  at::Tensor keys = at::zeros({num_rois, bins, channels}, input.options().dtype(with_argmax ? at::kLong : at::kInt));
   const int64_t tiles_w = (width + kTileW - 1) / kTileW;
   if (batch > 0 && height > 0 && width > 0) {
     const at::Tensor extents = roi_extents(rois, batch, height, width, params, stream);
@@ -393,12 +378,12 @@ void roi_pool_tiled_forward(const at::Tensor& input, const at::Tensor& rois, con
         constexpr bool kArg = decltype(arg_tag)::value;
         constexpr bool kCL = decltype(layout_tag)::value;
         auto kernel = tile_max_kernel<scalar_t, kArg, kCL>;
-        C10_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                            static_cast<int>(kTileBytes)));
+        C10_CUDA_CHECK(
+            cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(kTileBytes)));
         kernel<<<tile_grid(batch, channels, height, width, num_rois), kThreads, kTileBytes, stream>>>(
             x.const_data_ptr<scalar_t>(), rois.const_data_ptr<scalar_t>(), extent_data,
-            reinterpret_cast<KeyT<kArg>*>(keys.mutable_data_ptr()), num_rois, channels, height,
-            width, static_cast<int>(tiles_w), params);
+            reinterpret_cast<KeyT<kArg>*>(keys.mutable_data_ptr()), num_rois, channels, height, width,
+            static_cast<int>(tiles_w), params);
         C10_CUDA_KERNEL_LAUNCH_CHECK();
       };
       using Yes = std::true_type;
@@ -418,25 +403,23 @@ void roi_pool_tiled_forward(const at::Tensor& input, const at::Tensor& rois, con
           reinterpret_cast<const KeyT<true>*>(keys.const_data_ptr()), output.mutable_data_ptr<scalar_t>(),
           argmax->mutable_data_ptr<int32_t>(), channels, bins);
     } else {
-      decode_keys_kernel<scalar_t, false><<<grid, kThreads, 0, stream>>>(
-          reinterpret_cast<const KeyT<false>*>(keys.const_data_ptr()), output.mutable_data_ptr<scalar_t>(),
-          nullptr, channels, bins);
+      decode_keys_kernel<scalar_t, false>
+          <<<grid, kThreads, 0, stream>>>(reinterpret_cast<const KeyT<false>*>(keys.const_data_ptr()),
+                                          output.mutable_data_ptr<scalar_t>(), nullptr, channels, bins);
     }
     C10_CUDA_KERNEL_LAUNCH_CHECK();
   });
 }
 
-std::tuple<at::Tensor, at::Tensor> roi_pool_forward_cuda(
-    const at::Tensor& input, const at::Tensor& rois_, const RoIPoolParams& params,
-    bool with_argmax) {
+std::tuple<at::Tensor, at::Tensor> roi_pool_forward_cuda(const at::Tensor& input, const at::Tensor& rois_,
+                                                         const RoIPoolParams& params, bool with_argmax) {
   c10::cuda::CUDAGuard device_guard(input.device());
   cudaStream_t stream = c10::cuda::getCurrentCUDAStream();
   const int64_t num_rois = rois_.size(0), channels = input.size(1);
-  at::Tensor output = at::empty({num_rois, channels, params.pooled_height, params.pooled_width},
-                                input.options());
+  at::Tensor output = at::empty({num_rois, channels, params.pooled_height, params.pooled_width}, input.options());
   at::Tensor argmax = with_argmax
-      ? at::empty(output.sizes(), input.options().dtype(at::kInt), at::MemoryFormat::ChannelsLast)
-      : at::empty({0}, input.options().dtype(at::kInt));
+                          ? at::empty(output.sizes(), input.options().dtype(at::kInt), at::MemoryFormat::ChannelsLast)
+                          : at::empty({0}, input.options().dtype(at::kInt));
   if (output.numel() == 0) {
     return {output, argmax};
   }

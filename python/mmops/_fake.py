@@ -32,8 +32,14 @@ def _batched_nms_fake(boxes: Tensor, scores: Tensor, idxs: Tensor, iou_threshold
 
 
 @torch.library.register_fake("mmops::soft_nms")
-def _soft_nms_fake(boxes: Tensor, scores: Tensor, iou_threshold: float = 0.3, sigma: float = 0.5,
-                   min_score: float = 1e-3, method: str = "linear") -> Tuple[Tensor, Tensor]:
+def _soft_nms_fake(
+    boxes: Tensor,
+    scores: Tensor,
+    iou_threshold: float = 0.3,
+    sigma: float = 0.5,
+    min_score: float = 1e-3,
+    method: str = "linear",
+) -> Tuple[Tensor, Tensor]:
     torch.ops.mmops._soft_nms_check(boxes, scores, iou_threshold, sigma, min_score, method)
     k = _kept_count()
     return boxes.new_empty((k, 5)), boxes.new_empty((k,), dtype=torch.long)

@@ -29,8 +29,14 @@ def _shift_for_offset(boxes: Tensor, offset: int) -> Tensor:
     return boxes + torch.tensor([0.0, 0.0, 1.0, 1.0], dtype=boxes.dtype, device=boxes.device)
 
 
-def nms(boxes: Tensor, scores: Tensor, iou_threshold: float, offset: int = 0,
-        score_threshold: float = 0.0, max_num: int = -1) -> Tuple[Tensor, Tensor]:
+def nms(
+    boxes: Tensor,
+    scores: Tensor,
+    iou_threshold: float,
+    offset: int = 0,
+    score_threshold: float = 0.0,
+    max_num: int = -1,
+) -> Tuple[Tensor, Tensor]:
     """mmcv.ops.nms: returns (dets [K, 5] = (x1, y1, x2, y2, score), inds [K]).
 
     Boxes with score <= score_threshold are dropped first (when it is > 0);
@@ -52,19 +58,28 @@ def nms(boxes: Tensor, scores: Tensor, iou_threshold: float, offset: int = 0,
     return dets, inds
 
 
-def soft_nms(boxes: Tensor, scores: Tensor, iou_threshold: float = 0.3, sigma: float = 0.5,
-             min_score: float = 1e-3, method: str = "linear", offset: int = 0) -> Tuple[Tensor, Tensor]:
+def soft_nms(
+    boxes: Tensor,
+    scores: Tensor,
+    iou_threshold: float = 0.3,
+    sigma: float = 0.5,
+    min_score: float = 1e-3,
+    method: str = "linear",
+    offset: int = 0,
+) -> Tuple[Tensor, Tensor]:
     """mmcv.ops.soft_nms: returns (dets [K, 5] with the decayed scores, inds [K]) in
     selection order; runs on the boxes' device (mmcv: CPU only)."""
-    dets, inds = torch.ops.mmops.soft_nms(_shift_for_offset(boxes, offset), scores, float(iou_threshold),
-                                          float(sigma), float(min_score), method)
+    dets, inds = torch.ops.mmops.soft_nms(
+        _shift_for_offset(boxes, offset), scores, float(iou_threshold), float(sigma), float(min_score), method
+    )
     if offset != 0:
         dets = torch.cat((boxes[inds], dets[:, 4:]), dim=1)
     return dets, inds
 
 
-def batched_nms(boxes: Tensor, scores: Tensor, idxs: Tensor, nms_cfg: Optional[Dict[str, Any]],
-                class_agnostic: bool = False) -> Tuple[Tensor, Tensor]:
+def batched_nms(
+    boxes: Tensor, scores: Tensor, idxs: Tensor, nms_cfg: Optional[Dict[str, Any]], class_agnostic: bool = False
+) -> Tuple[Tensor, Tensor]:
     """mmcv.ops.batched_nms: NMS inside each category of ``idxs`` only.
 
     nms_cfg: ``type`` ("nms" or "soft_nms", default "nms"), ``iou_threshold``

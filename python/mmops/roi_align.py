@@ -25,8 +25,13 @@ def roi_align(
     Returns [K, C, out_h, out_w].
     """
     return torch.ops.mmops.roi_align(
-        input, boxes_to_rois(boxes), pair(output_size), float(spatial_scale), int(sampling_ratio),
-        pool_mode, bool(aligned)
+        input,
+        boxes_to_rois(boxes),
+        pair(output_size),
+        float(spatial_scale),
+        int(sampling_ratio),
+        pool_mode,
+        bool(aligned),
     )
 
 
@@ -47,8 +52,14 @@ def multi_level_roi_align(
     features: L maps [N, C, H_l, W_l]; spatial_scales: one per map.
     """
     return torch.ops.mmops.multi_level_roi_align(
-        features, boxes_to_rois(boxes), pair(output_size), [float(s) for s in spatial_scales],
-        int(sampling_ratio), pool_mode, bool(aligned), int(finest_scale)
+        features,
+        boxes_to_rois(boxes),
+        pair(output_size),
+        [float(s) for s in spatial_scales],
+        int(sampling_ratio),
+        pool_mode,
+        bool(aligned),
+        int(finest_scale),
     )
 
 
@@ -82,8 +93,9 @@ class RoIAlign(nn.Module):
         self.aligned = bool(aligned)
 
     def forward(self, input: Tensor, rois: Union[Tensor, List[Tensor]]) -> Tensor:
-        return roi_align(input, rois, self.output_size, self.spatial_scale, self.sampling_ratio,
-                         self.pool_mode, self.aligned)
+        return roi_align(
+            input, rois, self.output_size, self.spatial_scale, self.sampling_ratio, self.pool_mode, self.aligned
+        )
 
     def extra_repr(self) -> str:
         return (
@@ -120,8 +132,16 @@ class MultiLevelRoIAlign(nn.Module):
         self.finest_scale = int(finest_scale)
 
     def forward(self, feats: List[Tensor], rois: Union[Tensor, List[Tensor]]) -> Tensor:
-        return multi_level_roi_align(feats, rois, self.output_size, self.spatial_scales, self.sampling_ratio,
-                                     self.pool_mode, self.aligned, self.finest_scale)
+        return multi_level_roi_align(
+            feats,
+            rois,
+            self.output_size,
+            self.spatial_scales,
+            self.sampling_ratio,
+            self.pool_mode,
+            self.aligned,
+            self.finest_scale,
+        )
 
     def extra_repr(self) -> str:
         return (

@@ -12,9 +12,8 @@
 #include <torch/library.h>
 
 TORCH_LIBRARY_FRAGMENT(mmops, m) {
-  m.def(
-      "bbox_overlaps(Tensor bboxes1, Tensor bboxes2, str mode=\"iou\", bool aligned=False, int offset=0) -> Tensor",
-      {at::Tag::pt2_compliant_tag});
+  m.def("bbox_overlaps(Tensor bboxes1, Tensor bboxes2, str mode=\"iou\", bool aligned=False, int offset=0) -> Tensor",
+        {at::Tag::pt2_compliant_tag});
   m.def(
       "_bbox_overlaps_backward(Tensor grad_output, Tensor bboxes1, Tensor bboxes2, str mode, bool aligned, "
       "int offset) -> (Tensor grad_bboxes1, Tensor grad_bboxes2)",
@@ -33,9 +32,8 @@ at::Tensor bbox_overlaps_entry(const at::Tensor& bboxes1, const at::Tensor& bbox
 
 template <auto Kernel>
 std::tuple<at::Tensor, at::Tensor> bbox_overlaps_backward_entry(const at::Tensor& grad_output,
-                                                                const at::Tensor& bboxes1,
-                                                                const at::Tensor& bboxes2, c10::string_view mode,
-                                                                bool aligned, int64_t offset) {
+                                                                const at::Tensor& bboxes1, const at::Tensor& bboxes2,
+                                                                c10::string_view mode, bool aligned, int64_t offset) {
   const BBoxOverlapsParams p =
       detail::check_bbox_overlaps_backward(grad_output, bboxes1, bboxes2, mode, aligned, offset);
   return Kernel(grad_output, bboxes1, bboxes2, p);

@@ -35,8 +35,8 @@ class BBoxOverlapsFunction : public torch::autograd::Function<BBoxOverlapsFuncti
     const variable_list saved = ctx->get_saved_variables();
     static const auto backward_op = detail::op_handle<BBoxOverlapsBackwardFn>("mmops::_bbox_overlaps_backward");
     const char* mode = detail::choice_name(detail::saved_enum<OverlapMode>(ctx, "mode"), detail::kOverlapModes);
-    auto [grad1, grad2] = backward_op.call(grad_output, saved[0], saved[1], mode,
-                                           ctx->saved_data["aligned"].toBool(), ctx->saved_data["offset"].toInt());
+    auto [grad1, grad2] = backward_op.call(grad_output, saved[0], saved[1], mode, ctx->saved_data["aligned"].toBool(),
+                                           ctx->saved_data["offset"].toInt());
     // Gradients for (bboxes1, bboxes2, mode, aligned, offset).
     return {grad1, grad2, at::Tensor(), at::Tensor(), at::Tensor()};
   }

@@ -23,10 +23,10 @@ void check_grad_output(const at::Tensor& grad_output, const at::Tensor& bboxes1,
     TORCH_SYM_CHECK(grad_output.sym_size(0).sym_eq(bboxes1.sym_size(0)), kOp, "expected grad_output of shape [",
                     bboxes1.sym_size(0), "], but got ", shape_of(grad_output));
   } else {
-    TORCH_CHECK(grad_output.dim() == 2, kOp, "expected grad_output of shape [M, N], but got ",
-                shape_of(grad_output));
-    TORCH_SYM_CHECK(grad_output.sym_size(0).sym_eq(bboxes1.sym_size(0)).sym_and(
-                        grad_output.sym_size(1).sym_eq(bboxes2.sym_size(0))),
+    TORCH_CHECK(grad_output.dim() == 2, kOp, "expected grad_output of shape [M, N], but got ", shape_of(grad_output));
+    TORCH_SYM_CHECK(grad_output.sym_size(0)
+                        .sym_eq(bboxes1.sym_size(0))
+                        .sym_and(grad_output.sym_size(1).sym_eq(bboxes2.sym_size(0))),
                     kOp, "expected grad_output of shape [", bboxes1.sym_size(0), ", ", bboxes2.sym_size(0),
                     "], but got ", shape_of(grad_output));
   }
@@ -38,8 +38,8 @@ OverlapMode parse_overlap_mode(c10::string_view mode) {
   return parse_choice(kOp, "mode", mode, kOverlapModes);
 }
 
-BBoxOverlapsParams check_bbox_overlaps(const at::Tensor& bboxes1, const at::Tensor& bboxes2,
-                                       c10::string_view mode, bool aligned, int64_t offset) {
+BBoxOverlapsParams check_bbox_overlaps(const at::Tensor& bboxes1, const at::Tensor& bboxes2, c10::string_view mode,
+                                       bool aligned, int64_t offset) {
   TORCH_CHECK(bboxes1.dim() == 2 && bboxes1.sym_size(1) == 4, kOp,
               "expected bboxes1 to be a 2-D tensor of shape [M, 4] (x1, y1, x2, y2), but got shape ",
               shape_of(bboxes1));

@@ -9,14 +9,13 @@
 namespace mmops {
 namespace {
 
-at::Tensor bbox_overlaps_meta(const at::Tensor& bboxes1, const at::Tensor& bboxes2, c10::string_view mode,
-                              bool aligned, int64_t offset) {
+at::Tensor bbox_overlaps_meta(const at::Tensor& bboxes1, const at::Tensor& bboxes2, c10::string_view mode, bool aligned,
+                              int64_t offset) {
   detail::check_bbox_overlaps(bboxes1, bboxes2, mode, aligned, offset);
   return at::empty_symint(kernels::overlaps_shape(bboxes1, bboxes2, aligned), bboxes1.options());
 }
 
-std::tuple<at::Tensor, at::Tensor> bbox_overlaps_backward_meta(const at::Tensor& grad_output,
-                                                               const at::Tensor& bboxes1,
+std::tuple<at::Tensor, at::Tensor> bbox_overlaps_backward_meta(const at::Tensor& grad_output, const at::Tensor& bboxes1,
                                                                const at::Tensor& bboxes2, c10::string_view mode,
                                                                bool aligned, int64_t offset) {
   detail::check_bbox_overlaps_backward(grad_output, bboxes1, bboxes2, mode, aligned, offset);

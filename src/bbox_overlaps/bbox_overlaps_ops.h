@@ -16,8 +16,7 @@ namespace mmops {
 // Signatures of the schemas, for detail::op_handle (autograd and the C++ API).
 using BBoxOverlapsFn = at::Tensor(const at::Tensor&, const at::Tensor&, c10::string_view, bool, int64_t);
 using BBoxOverlapsBackwardFn = std::tuple<at::Tensor, at::Tensor>(const at::Tensor&, const at::Tensor&,
-                                                                  const at::Tensor&, c10::string_view, bool,
-                                                                  int64_t);
+                                                                  const at::Tensor&, c10::string_view, bool, int64_t);
 
 enum class OverlapMode : int64_t { IoU, IoF };
 
@@ -30,8 +29,8 @@ inline constexpr std::pair<const char*, OverlapMode> kOverlapModes[] = {{"iou", 
 OverlapMode parse_overlap_mode(c10::string_view mode);
 
 // Every argument of a forward call; works on real and fake tensors (no data access).
-BBoxOverlapsParams check_bbox_overlaps(const at::Tensor& bboxes1, const at::Tensor& bboxes2,
-                                       c10::string_view mode, bool aligned, int64_t offset);
+BBoxOverlapsParams check_bbox_overlaps(const at::Tensor& bboxes1, const at::Tensor& bboxes2, c10::string_view mode,
+                                       bool aligned, int64_t offset);
 
 // The above plus grad_output: the forward's shape, dtype and device.
 BBoxOverlapsParams check_bbox_overlaps_backward(const at::Tensor& grad_output, const at::Tensor& bboxes1,

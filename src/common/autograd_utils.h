@@ -17,8 +17,7 @@ namespace mmops {
 namespace detail {
 
 // Sizes (symbolic under torch.compile) saved under `key`.
-inline void save_sizes(torch::autograd::AutogradContext* ctx, const std::string& key,
-                       c10::SymIntArrayRef sizes) {
+inline void save_sizes(torch::autograd::AutogradContext* ctx, const std::string& key, c10::SymIntArrayRef sizes) {
   ctx->saved_data[key] = sizes;
 }
 

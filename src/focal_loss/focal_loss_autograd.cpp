@@ -26,9 +26,8 @@ class FocalLossFunction : public torch::autograd::Function<FocalLossFunction<kKi
       kSigmoid ? "mmops::_sigmoid_focal_loss_backward" : "mmops::_softmax_focal_loss_backward";
 
  public:
-  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& input, const at::Tensor& target,
-                            double gamma, double alpha, const std::optional<at::Tensor>& weight,
-                            c10::string_view reduction) {
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& input, const at::Tensor& target, double gamma,
+                            double alpha, const std::optional<at::Tensor>& weight, c10::string_view reduction) {
     static const auto op = detail::op_handle<FocalLossFn>(kOpName);
     at::AutoDispatchBelowADInplaceOrView below_autograd;
     at::Tensor output = op.call(input, target, gamma, alpha, weight, reduction);
@@ -53,9 +52,9 @@ class FocalLossFunction : public torch::autograd::Function<FocalLossFunction<kKi
       weight = saved[2];
     }
     const Reduction reduction = detail::saved_enum<Reduction>(ctx, "reduction");
-    at::Tensor grad_input = backward_op.call(grad_output, saved[0], saved[1], ctx->saved_data["gamma"].toDouble(),
-                                             ctx->saved_data["alpha"].toDouble(), weight,
-                                             detail::choice_name(reduction, kReductions));
+    at::Tensor grad_input =
+        backward_op.call(grad_output, saved[0], saved[1], ctx->saved_data["gamma"].toDouble(),
+                         ctx->saved_data["alpha"].toDouble(), weight, detail::choice_name(reduction, kReductions));
     // Gradients for (input, target, gamma, alpha, weight, reduction).
     return {grad_input, at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor()};
   }

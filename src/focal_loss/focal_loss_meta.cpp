@@ -24,9 +24,8 @@ at::Tensor forward_meta(const at::Tensor& input, const at::Tensor& target, doubl
 }
 
 template <FocalKind kKind>
-at::Tensor backward_meta(const at::Tensor& grad_output, const at::Tensor& input, const at::Tensor& target,
-                         double gamma, double alpha, const std::optional<at::Tensor>& weight,
-                         c10::string_view reduction) {
+at::Tensor backward_meta(const at::Tensor& grad_output, const at::Tensor& input, const at::Tensor& target, double gamma,
+                         double alpha, const std::optional<at::Tensor>& weight, c10::string_view reduction) {
   detail::check_focal_backward(kKind, grad_output, input, target, gamma, alpha, weight, reduction);
   return at::empty_symint(input.sym_sizes(), input.options());
 }

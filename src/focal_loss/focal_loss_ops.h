@@ -32,9 +32,8 @@ inline constexpr std::pair<const char*, focal_loss_math::Reduction> kReductions[
 namespace detail {
 
 // Every argument of a forward call; works on real and fake tensors (no data access).
-FocalLossParams check_focal_forward(FocalKind kind, const at::Tensor& input, const at::Tensor& target,
-                                    double gamma, double alpha, const std::optional<at::Tensor>& weight,
-                                    c10::string_view reduction);
+FocalLossParams check_focal_forward(FocalKind kind, const at::Tensor& input, const at::Tensor& target, double gamma,
+                                    double alpha, const std::optional<at::Tensor>& weight, c10::string_view reduction);
 
 // The above plus grad_output's shape: the loss' shape for "none", else 0-d.
 FocalLossParams check_focal_backward(FocalKind kind, const at::Tensor& grad_output, const at::Tensor& input,
@@ -49,8 +48,8 @@ void check_class_ids(FocalKind kind, const at::Tensor& target, int64_t classes);
 
 // sigmoid_focal_loss / softmax_focal_loss(Tensor input, Tensor target, float gamma=2.0,
 //     float alpha=0.25, Tensor? weight=None, str reduction="mean") -> Tensor
-using FocalLossFn = at::Tensor(const at::Tensor&, const at::Tensor&, double, double,
-                               const std::optional<at::Tensor>&, c10::string_view);
+using FocalLossFn = at::Tensor(const at::Tensor&, const at::Tensor&, double, double, const std::optional<at::Tensor>&,
+                               c10::string_view);
 
 // _sigmoid_focal_loss_backward / _softmax_focal_loss_backward(Tensor grad_output, Tensor input,
 //     Tensor target, float gamma, float alpha, Tensor? weight, str reduction) -> Tensor

@@ -73,9 +73,8 @@ at::Tensor batched_nms(const at::Tensor& boxes, const at::Tensor& scores, const 
   return op.call(boxes, scores, idxs, iou_threshold);
 }
 
-std::tuple<at::Tensor, at::Tensor> soft_nms(const at::Tensor& boxes, const at::Tensor& scores,
-                                            double iou_threshold, double sigma, double min_score,
-                                            c10::string_view method) {
+std::tuple<at::Tensor, at::Tensor> soft_nms(const at::Tensor& boxes, const at::Tensor& scores, double iou_threshold,
+                                            double sigma, double min_score, c10::string_view method) {
   static const auto op = detail::op_handle<SoftNmsFn>("mmops::soft_nms");
   return op.call(boxes, scores, iou_threshold, sigma, min_score, method);
 }

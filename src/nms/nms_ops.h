@@ -15,8 +15,8 @@ namespace mmops {
 // Signatures of the public schemas, for detail::op_handle (the C++ API).
 using NmsFn = at::Tensor(const at::Tensor&, const at::Tensor&, double);
 using BatchedNmsFn = at::Tensor(const at::Tensor&, const at::Tensor&, const at::Tensor&, double);
-using SoftNmsFn = std::tuple<at::Tensor, at::Tensor>(const at::Tensor&, const at::Tensor&, double, double,
-                                                     double, c10::string_view);
+using SoftNmsFn = std::tuple<at::Tensor, at::Tensor>(const at::Tensor&, const at::Tensor&, double, double, double,
+                                                     c10::string_view);
 
 namespace detail {
 
@@ -28,11 +28,10 @@ void check_nms(const at::Tensor& boxes, const at::Tensor& scores, double iou_thr
 
 // idxs: the category of every box, any integer dtype. Its values are labels,
 // compared with each other but never used as addresses: no index policy.
-void check_batched_nms(const at::Tensor& boxes, const at::Tensor& scores, const at::Tensor& idxs,
-                       double iou_threshold);
+void check_batched_nms(const at::Tensor& boxes, const at::Tensor& scores, const at::Tensor& idxs, double iou_threshold);
 
-SoftNmsParams check_soft_nms(const at::Tensor& boxes, const at::Tensor& scores, double iou_threshold,
-                             double sigma, double min_score, c10::string_view method);
+SoftNmsParams check_soft_nms(const at::Tensor& boxes, const at::Tensor& scores, double iou_threshold, double sigma,
+                             double min_score, c10::string_view method);
 
 } // namespace detail
 } // namespace mmops

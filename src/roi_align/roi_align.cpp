@@ -4,10 +4,10 @@
 // one-level case); the meta (shape) functions are in roi_align_meta.cpp and
 // autograd in roi_align_autograd.cpp.
 
-#include "roi_align/roi_align_ops.h"
 #include "common/check_utils.h"
 #include "common/dispatch.h"
 #include "common/roi_checks.h"
+#include "roi_align/roi_align_ops.h"
 
 #include <mmops/multi_level_roi_align.h>
 #include <mmops/roi_align.h>
@@ -58,83 +58,81 @@ constexpr const char* kMultiLevel = "mmops::multi_level_roi_align: ";
 // check the batch index when the index policy says so, then call that device's
 // kernel (Forward / Backward from kernels/roi_align).
 
-RoIAlignParams roi_align_params(const at::Tensor& input, const at::Tensor& rois,
-                                c10::SymIntArrayRef output_size, double spatial_scale,
-                                int64_t sampling_ratio, c10::string_view pool_mode, bool aligned) {
+RoIAlignParams roi_align_params(const at::Tensor& input, const at::Tensor& rois, c10::SymIntArrayRef output_size,
+                                double spatial_scale, int64_t sampling_ratio, c10::string_view pool_mode,
+                                bool aligned) {
   const RoIAlignParams p = detail::check_roi_align_forward(kRoIAlign, input, rois, output_size, spatial_scale,
-                                                          sampling_ratio, pool_mode, aligned);
+                                                           sampling_ratio, pool_mode, aligned);
   detail::check_roi_batch_indices(kRoIAlign, rois, input.size(0));
   return p;
 }
 
 template <auto Forward>
 at::Tensor roi_align_entry(const at::Tensor& input, const at::Tensor& rois, c10::SymIntArrayRef output_size,
-                           double spatial_scale, int64_t sampling_ratio, c10::string_view pool_mode,
-                           bool aligned) {
+                           double spatial_scale, int64_t sampling_ratio, c10::string_view pool_mode, bool aligned) {
   const RoIAlignParams p =
       roi_align_params(input, rois, output_size, spatial_scale, sampling_ratio, pool_mode, aligned);
   return std::get<0>(Forward(input, rois, p, /*with_argmax=*/false));
 }
 
 template <auto Forward>
-std::tuple<at::Tensor, at::Tensor> roi_align_forward_entry(
-    const at::Tensor& input, const at::Tensor& rois, c10::SymIntArrayRef output_size, double spatial_scale,
-    int64_t sampling_ratio, c10::string_view pool_mode, bool aligned) {
+std::tuple<at::Tensor, at::Tensor> roi_align_forward_entry(const at::Tensor& input, const at::Tensor& rois,
+                                                           c10::SymIntArrayRef output_size, double spatial_scale,
+                                                           int64_t sampling_ratio, c10::string_view pool_mode,
+                                                           bool aligned) {
   const RoIAlignParams p =
       roi_align_params(input, rois, output_size, spatial_scale, sampling_ratio, pool_mode, aligned);
   return Forward(input, rois, p, /*with_argmax=*/true);
 }
 
 template <auto Backward>
-at::Tensor roi_align_backward_entry(const at::Tensor& grad_output, const at::Tensor& rois,
-                                    const at::Tensor& argmax, c10::SymIntArrayRef input_shape,
-                                    double spatial_scale, int64_t sampling_ratio,
+at::Tensor roi_align_backward_entry(const at::Tensor& grad_output, const at::Tensor& rois, const at::Tensor& argmax,
+                                    c10::SymIntArrayRef input_shape, double spatial_scale, int64_t sampling_ratio,
                                     c10::string_view pool_mode, bool aligned) {
-  const RoIAlignParams p = detail::check_roi_align_backward(
-      kRoIAlign, grad_output, rois, argmax, input_shape, spatial_scale, sampling_ratio, pool_mode, aligned);
+  const RoIAlignParams p = detail::check_roi_align_backward(kRoIAlign, grad_output, rois, argmax, input_shape,
+                                                            spatial_scale, sampling_ratio, pool_mode, aligned);
   const std::vector<int64_t> shape = detail::concrete(input_shape);
   detail::check_roi_batch_indices(kRoIAlign, rois, shape[0]);
   return Backward(grad_output, rois, argmax, {shape}, p)[0];
 }
 
-RoIAlignParams multi_level_params(at::TensorList features, const at::Tensor& rois,
-                                  c10::SymIntArrayRef output_size, c10::ArrayRef<double> spatial_scales,
-                                  int64_t sampling_ratio, c10::string_view pool_mode, bool aligned,
-                                  int64_t finest_scale) {
+RoIAlignParams multi_level_params(at::TensorList features, const at::Tensor& rois, c10::SymIntArrayRef output_size,
+                                  c10::ArrayRef<double> spatial_scales, int64_t sampling_ratio,
+                                  c10::string_view pool_mode, bool aligned, int64_t finest_scale) {
   const RoIAlignParams p = detail::check_forward(kMultiLevel, features, /*single=*/false, rois, output_size,
-                                                 spatial_scales, sampling_ratio, pool_mode, aligned,
-                                                 finest_scale);
+                                                 spatial_scales, sampling_ratio, pool_mode, aligned, finest_scale);
   detail::check_roi_batch_indices(kMultiLevel, rois, features.front().size(0));
   return p;
 }
 
 template <auto Forward>
 at::Tensor multi_level_entry(at::TensorList features, const at::Tensor& rois, c10::SymIntArrayRef output_size,
-                             c10::ArrayRef<double> spatial_scales, int64_t sampling_ratio,
-                             c10::string_view pool_mode, bool aligned, int64_t finest_scale) {
-  const RoIAlignParams p = multi_level_params(features, rois, output_size, spatial_scales, sampling_ratio,
-                                              pool_mode, aligned, finest_scale);
+                             c10::ArrayRef<double> spatial_scales, int64_t sampling_ratio, c10::string_view pool_mode,
+                             bool aligned, int64_t finest_scale) {
+  const RoIAlignParams p =
+      multi_level_params(features, rois, output_size, spatial_scales, sampling_ratio, pool_mode, aligned, finest_scale);
   return std::get<0>(Forward(features, rois, p, /*with_argmax=*/false));
 }
 
 template <auto Forward>
-std::tuple<at::Tensor, at::Tensor> multi_level_forward_entry(
-    at::TensorList features, const at::Tensor& rois, c10::SymIntArrayRef output_size,
-    c10::ArrayRef<double> spatial_scales, int64_t sampling_ratio, c10::string_view pool_mode, bool aligned,
-    int64_t finest_scale) {
-  const RoIAlignParams p = multi_level_params(features, rois, output_size, spatial_scales, sampling_ratio,
-                                              pool_mode, aligned, finest_scale);
+std::tuple<at::Tensor, at::Tensor> multi_level_forward_entry(at::TensorList features, const at::Tensor& rois,
+                                                             c10::SymIntArrayRef output_size,
+                                                             c10::ArrayRef<double> spatial_scales,
+                                                             int64_t sampling_ratio, c10::string_view pool_mode,
+                                                             bool aligned, int64_t finest_scale) {
+  const RoIAlignParams p =
+      multi_level_params(features, rois, output_size, spatial_scales, sampling_ratio, pool_mode, aligned, finest_scale);
   return Forward(features, rois, p, /*with_argmax=*/true);
 }
 
 template <auto Backward>
-std::vector<at::Tensor> multi_level_backward_entry(
-    const at::Tensor& grad_output, const at::Tensor& rois, const at::Tensor& argmax,
-    c10::SymIntArrayRef feature_sizes, c10::ArrayRef<double> spatial_scales, int64_t sampling_ratio,
-    c10::string_view pool_mode, bool aligned, int64_t finest_scale) {
-  const RoIAlignParams p = detail::check_multi_level_roi_align_backward(
-      kMultiLevel, grad_output, rois, argmax, feature_sizes, spatial_scales, sampling_ratio, pool_mode,
-      aligned, finest_scale);
+std::vector<at::Tensor> multi_level_backward_entry(const at::Tensor& grad_output, const at::Tensor& rois,
+                                                   const at::Tensor& argmax, c10::SymIntArrayRef feature_sizes,
+                                                   c10::ArrayRef<double> spatial_scales, int64_t sampling_ratio,
+                                                   c10::string_view pool_mode, bool aligned, int64_t finest_scale) {
+  const RoIAlignParams p =
+      detail::check_multi_level_roi_align_backward(kMultiLevel, grad_output, rois, argmax, feature_sizes,
+                                                   spatial_scales, sampling_ratio, pool_mode, aligned, finest_scale);
   const std::vector<int64_t> sizes = detail::concrete(feature_sizes);
   detail::check_roi_batch_indices(kMultiLevel, rois, sizes[0]);
   return Backward(grad_output, rois, argmax, detail::feature_shapes<int64_t>(sizes), p);
@@ -142,21 +140,18 @@ std::vector<at::Tensor> multi_level_backward_entry(
 
 } // namespace
 
-at::Tensor roi_align(const at::Tensor& input, const at::Tensor& rois, at::IntArrayRef output_size,
-                     double spatial_scale, int64_t sampling_ratio, c10::string_view pool_mode,
-                     bool aligned) {
+at::Tensor roi_align(const at::Tensor& input, const at::Tensor& rois, at::IntArrayRef output_size, double spatial_scale,
+                     int64_t sampling_ratio, c10::string_view pool_mode, bool aligned) {
   static const auto op = detail::op_handle<RoIAlignFn>("mmops::roi_align");
-  return op.call(input, rois, c10::fromIntArrayRefSlow(output_size), spatial_scale, sampling_ratio,
-                 pool_mode, aligned);
+  return op.call(input, rois, c10::fromIntArrayRefSlow(output_size), spatial_scale, sampling_ratio, pool_mode, aligned);
 }
 
-at::Tensor multi_level_roi_align(at::TensorList features, const at::Tensor& rois,
-                                 at::IntArrayRef output_size, at::ArrayRef<double> spatial_scales,
-                                 int64_t sampling_ratio, c10::string_view pool_mode, bool aligned,
-                                 int64_t finest_scale) {
+at::Tensor multi_level_roi_align(at::TensorList features, const at::Tensor& rois, at::IntArrayRef output_size,
+                                 at::ArrayRef<double> spatial_scales, int64_t sampling_ratio,
+                                 c10::string_view pool_mode, bool aligned, int64_t finest_scale) {
   static const auto op = detail::op_handle<MultiLevelRoIAlignFn>("mmops::multi_level_roi_align");
-  return op.call(features, rois, c10::fromIntArrayRefSlow(output_size), spatial_scales, sampling_ratio,
-                 pool_mode, aligned, finest_scale);
+  return op.call(features, rois, c10::fromIntArrayRefSlow(output_size), spatial_scales, sampling_ratio, pool_mode,
+                 aligned, finest_scale);
 }
 
 } // namespace mmops

@@ -1,10 +1,10 @@
 // Autograd of roi_align and multi_level_roi_align, in C++ so that backward
 // works from C++ programs and from TorchScript loaded without Python.
 
-#include "roi_align/roi_align_ops.h"
 #include "common/autograd_utils.h"
 #include "common/check_utils.h"
 #include "common/dispatch.h"
+#include "roi_align/roi_align_ops.h"
 
 #include <torch/autograd.h>
 #include <torch/library.h>
@@ -33,8 +33,8 @@ const char* saved_pool_mode(AutogradContext* ctx) {
 class RoIAlignFunction : public torch::autograd::Function<RoIAlignFunction> {
  public:
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& input, const at::Tensor& rois,
-                            c10::SymIntArrayRef output_size, double spatial_scale,
-                            int64_t sampling_ratio, c10::string_view pool_mode, bool aligned) {
+                            c10::SymIntArrayRef output_size, double spatial_scale, int64_t sampling_ratio,
+                            c10::string_view pool_mode, bool aligned) {
     at::AutoDispatchBelowADInplaceOrView below_autograd;
     static const auto forward_op = detail::op_handle<RoIAlignForwardFn>("mmops::_roi_align_forward");
     auto [output, argmax] =
@@ -51,10 +51,10 @@ class RoIAlignFunction : public torch::autograd::Function<RoIAlignFunction> {
     detail::refuse_double_backward("mmops::roi_align", grad_output);
     static const auto backward_op = detail::op_handle<RoIAlignBackwardFn>("mmops::_roi_align_backward");
     const variable_list saved = ctx->get_saved_variables();
-    at::Tensor grad_input = backward_op.call(
-        grad_output, saved[0], saved[1], detail::saved_sizes(ctx, "input_shape"),
-        ctx->saved_data["spatial_scale"].toDouble(), ctx->saved_data["sampling_ratio"].toInt(),
-        saved_pool_mode(ctx), ctx->saved_data["aligned"].toBool());
+    at::Tensor grad_input =
+        backward_op.call(grad_output, saved[0], saved[1], detail::saved_sizes(ctx, "input_shape"),
+                         ctx->saved_data["spatial_scale"].toDouble(), ctx->saved_data["sampling_ratio"].toInt(),
+                         saved_pool_mode(ctx), ctx->saved_data["aligned"].toBool());
     // Gradients for (input, rois, output_size, spatial_scale, sampling_ratio, pool_mode, aligned).
     return {grad_input, at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor()};
   }
@@ -64,13 +64,12 @@ class MultiLevelRoIAlignFunction : public torch::autograd::Function<MultiLevelRo
  public:
   static at::Tensor forward(AutogradContext* ctx, at::TensorList features, const at::Tensor& rois,
                             c10::SymIntArrayRef output_size, c10::ArrayRef<double> spatial_scales,
-                            int64_t sampling_ratio, c10::string_view pool_mode, bool aligned,
-                            int64_t finest_scale) {
+                            int64_t sampling_ratio, c10::string_view pool_mode, bool aligned, int64_t finest_scale) {
     at::AutoDispatchBelowADInplaceOrView below_autograd;
     static const auto forward_op =
         detail::op_handle<MultiLevelRoIAlignForwardFn>("mmops::_multi_level_roi_align_forward");
-    auto [output, argmax] = forward_op.call(features, rois, output_size, spatial_scales, sampling_ratio,
-                                            pool_mode, aligned, finest_scale);
+    auto [output, argmax] =
+        forward_op.call(features, rois, output_size, spatial_scales, sampling_ratio, pool_mode, aligned, finest_scale);
     ctx->save_for_backward({rois, argmax});
     // [N, C, H_0, W_0, H_1, W_1, ...], symbolic under torch.compile.
     std::vector<c10::SymInt> sizes{features[0].sym_size(0), features[0].sym_size(1)};
@@ -92,10 +91,10 @@ class MultiLevelRoIAlignFunction : public torch::autograd::Function<MultiLevelRo
         detail::op_handle<MultiLevelRoIAlignBackwardFn>("mmops::_multi_level_roi_align_backward");
     const variable_list saved = ctx->get_saved_variables();
     const std::vector<double> scales = ctx->saved_data["spatial_scales"].toDoubleVector();
-    variable_list grads = backward_op.call(
-        grad_output, saved[0], saved[1], detail::saved_sizes(ctx, "feature_sizes"), scales,
-        ctx->saved_data["sampling_ratio"].toInt(), saved_pool_mode(ctx), ctx->saved_data["aligned"].toBool(),
-        ctx->saved_data["finest_scale"].toInt());
+    variable_list grads =
+        backward_op.call(grad_output, saved[0], saved[1], detail::saved_sizes(ctx, "feature_sizes"), scales,
+                         ctx->saved_data["sampling_ratio"].toInt(), saved_pool_mode(ctx),
+                         ctx->saved_data["aligned"].toBool(), ctx->saved_data["finest_scale"].toInt());
     // One gradient per feature map, then none for rois and the 6 non-tensor arguments.
     grads.resize(grads.size() + 7);
     return grads;
@@ -103,8 +102,7 @@ class MultiLevelRoIAlignFunction : public torch::autograd::Function<MultiLevelRo
 };
 
 at::Tensor roi_align_autograd(const at::Tensor& input, const at::Tensor& rois, c10::SymIntArrayRef output_size,
-                              double spatial_scale, int64_t sampling_ratio, c10::string_view pool_mode,
-                              bool aligned) {
+                              double spatial_scale, int64_t sampling_ratio, c10::string_view pool_mode, bool aligned) {
   return RoIAlignFunction::apply(input, rois, output_size, spatial_scale, sampling_ratio, pool_mode, aligned);
 }
 
@@ -112,8 +110,8 @@ at::Tensor multi_level_roi_align_autograd(at::TensorList features, const at::Ten
                                           c10::SymIntArrayRef output_size, c10::ArrayRef<double> spatial_scales,
                                           int64_t sampling_ratio, c10::string_view pool_mode, bool aligned,
                                           int64_t finest_scale) {
-  return MultiLevelRoIAlignFunction::apply(features, rois, output_size, spatial_scales, sampling_ratio,
-                                           pool_mode, aligned, finest_scale);
+  return MultiLevelRoIAlignFunction::apply(features, rois, output_size, spatial_scales, sampling_ratio, pool_mode,
+                                           aligned, finest_scale);
 }
 
 } // namespace

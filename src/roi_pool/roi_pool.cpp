@@ -16,9 +16,8 @@
 #include <vector>
 
 TORCH_LIBRARY_FRAGMENT(mmops, m) {
-  m.def(
-      "roi_pool(Tensor input, Tensor rois, SymInt[2] output_size, float spatial_scale=1.0) -> Tensor",
-      {at::Tag::pt2_compliant_tag});
+  m.def("roi_pool(Tensor input, Tensor rois, SymInt[2] output_size, float spatial_scale=1.0) -> Tensor",
+        {at::Tag::pt2_compliant_tag});
   // Forward that also returns the winning pixel h * W + w of every output
   // (int32, -1 for an empty bin) for the backward. Autograd uses it.
   m.def(
@@ -37,8 +36,8 @@ namespace {
 // The device entries: validation (as the meta kernels), the batch index of
 // every roi when the index policy says so, then the kernel (CPU or CUDA).
 
-RoIPoolParams forward_params(const at::Tensor& input, const at::Tensor& rois,
-                             c10::SymIntArrayRef output_size, double spatial_scale) {
+RoIPoolParams forward_params(const at::Tensor& input, const at::Tensor& rois, c10::SymIntArrayRef output_size,
+                             double spatial_scale) {
   const RoIPoolParams p = detail::check_roi_pool_forward(input, rois, output_size, spatial_scale);
   detail::check_roi_batch_indices(kRoIPoolOp, rois, input.size(0));
   return p;
@@ -61,8 +60,7 @@ std::tuple<at::Tensor, at::Tensor> forward_entry(const at::Tensor& input, const 
 template <auto Kernel>
 at::Tensor backward_entry(const at::Tensor& grad_output, const at::Tensor& rois, const at::Tensor& argmax,
                           c10::SymIntArrayRef input_shape, double spatial_scale) {
-  const RoIPoolParams p =
-      detail::check_roi_pool_backward(grad_output, rois, argmax, input_shape, spatial_scale);
+  const RoIPoolParams p = detail::check_roi_pool_backward(grad_output, rois, argmax, input_shape, spatial_scale);
   const std::vector<int64_t> shape = detail::concrete(input_shape);
   detail::check_roi_batch_indices(kRoIPoolOp, rois, shape[0]);
   return Kernel(grad_output, rois, argmax, shape, p);

@@ -29,8 +29,7 @@ void check_plane(const c10::SymInt& h, const c10::SymInt& w) {
 }
 
 // The kernels' parameters; the pooled size is -1 while it is symbolic (meta only).
-RoIPoolParams params_of(const c10::SymInt& pooled_height, const c10::SymInt& pooled_width,
-                        double spatial_scale) {
+RoIPoolParams params_of(const c10::SymInt& pooled_height, const c10::SymInt& pooled_width, double spatial_scale) {
   RoIPoolParams p{};
   p.pooled_height = pooled_height.maybe_as_int().value_or(-1);
   p.pooled_width = pooled_width.maybe_as_int().value_or(-1);
@@ -40,31 +39,28 @@ RoIPoolParams params_of(const c10::SymInt& pooled_height, const c10::SymInt& poo
 
 } // namespace
 
-RoIPoolParams check_roi_pool_forward(const at::Tensor& input, const at::Tensor& rois,
-                                     c10::SymIntArrayRef output_size, double spatial_scale) {
-  TORCH_CHECK(input.dim() == 4, kRoIPoolOp, "expected input to be a 4-D tensor [N, C, H, W], but got a ",
-              input.dim(), "-D tensor of shape ", shape_of(input));
+RoIPoolParams check_roi_pool_forward(const at::Tensor& input, const at::Tensor& rois, c10::SymIntArrayRef output_size,
+                                     double spatial_scale) {
+  TORCH_CHECK(input.dim() == 4, kRoIPoolOp, "expected input to be a 4-D tensor [N, C, H, W], but got a ", input.dim(),
+              "-D tensor of shape ", shape_of(input));
   TORCH_CHECK(at::isFloatingType(input.scalar_type()), kRoIPoolOp,
               "expected input to have a floating point dtype, but got ", input.scalar_type());
   check_rois(rois, spatial_scale);
-  TORCH_CHECK(rois.scalar_type() == input.scalar_type(), kRoIPoolOp,
-              "expected rois to have the dtype of input (", input.scalar_type(), "), but got ",
-              rois.scalar_type());
-  TORCH_CHECK(rois.device() == input.device(), kRoIPoolOp, "expected rois on the device of input (",
-              input.device(), "), but got ", rois.device());
-  TORCH_CHECK(output_size.size() == 2, kRoIPoolOp,
-              "expected output_size to hold 2 values (out_h, out_w), but got ", output_size.size());
+  TORCH_CHECK(rois.scalar_type() == input.scalar_type(), kRoIPoolOp, "expected rois to have the dtype of input (",
+              input.scalar_type(), "), but got ", rois.scalar_type());
+  TORCH_CHECK(rois.device() == input.device(), kRoIPoolOp, "expected rois on the device of input (", input.device(),
+              "), but got ", rois.device());
+  TORCH_CHECK(output_size.size() == 2, kRoIPoolOp, "expected output_size to hold 2 values (out_h, out_w), but got ",
+              output_size.size());
   for (size_t i = 0; i < 2; ++i) {
-    TORCH_SYM_CHECK(output_size[i].sym_gt(0), kRoIPoolOp, "output_size values must be positive, but got ",
-                    output_size);
+    TORCH_SYM_CHECK(output_size[i].sym_gt(0), kRoIPoolOp, "output_size values must be positive, but got ", output_size);
   }
   check_plane(input.sym_size(2), input.sym_size(3));
   return params_of(output_size[0], output_size[1], spatial_scale);
 }
 
-RoIPoolParams check_roi_pool_backward(const at::Tensor& grad_output, const at::Tensor& rois,
-                                      const at::Tensor& argmax, c10::SymIntArrayRef input_shape,
-                                      double spatial_scale) {
+RoIPoolParams check_roi_pool_backward(const at::Tensor& grad_output, const at::Tensor& rois, const at::Tensor& argmax,
+                                      c10::SymIntArrayRef input_shape, double spatial_scale) {
   check_rois(rois, spatial_scale);
   TORCH_CHECK(input_shape.size() == 4, kRoIPoolOp, "expected input_shape to hold 4 values, but got ",
               input_shape.size());
@@ -72,8 +68,8 @@ RoIPoolParams check_roi_pool_backward(const at::Tensor& grad_output, const at::T
   TORCH_SYM_CHECK(grad_output.sym_size(1).sym_eq(input_shape[1]), kRoIPoolOp, "grad_output has ",
                   grad_output.sym_size(1), " channels but the input has ", input_shape[1]);
   TORCH_CHECK(argmax.scalar_type() == at::kInt && argmax.device() == grad_output.device(), kRoIPoolOp,
-              "expected argmax to be an int32 tensor on ", grad_output.device(), ", but got ",
-              argmax.scalar_type(), " on ", argmax.device());
+              "expected argmax to be an int32 tensor on ", grad_output.device(), ", but got ", argmax.scalar_type(),
+              " on ", argmax.device());
   TORCH_CHECK(argmax.sym_sizes() == grad_output.sym_sizes(), kRoIPoolOp, "expected argmax of shape ",
               shape_of(grad_output), ", but got ", shape_of(argmax));
   check_plane(input_shape[2], input_shape[3]);

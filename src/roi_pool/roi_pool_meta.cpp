@@ -16,8 +16,8 @@ std::vector<c10::SymInt> output_shape(const at::Tensor& input, const at::Tensor&
   return {rois.sym_size(0), input.sym_size(1), output_size[0], output_size[1]};
 }
 
-at::Tensor roi_pool_meta(const at::Tensor& input, const at::Tensor& rois,
-                         c10::SymIntArrayRef output_size, double spatial_scale) {
+at::Tensor roi_pool_meta(const at::Tensor& input, const at::Tensor& rois, c10::SymIntArrayRef output_size,
+                         double spatial_scale) {
   detail::check_roi_pool_forward(input, rois, output_size, spatial_scale);
   return at::empty_symint(output_shape(input, rois, output_size), input.options());
 }

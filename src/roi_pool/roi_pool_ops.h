@@ -18,13 +18,12 @@ constexpr const char* kRoIPoolOp = "mmops::roi_pool: ";
 namespace detail {
 
 // Every argument of a forward call; works on real and fake tensors (no data access).
-RoIPoolParams check_roi_pool_forward(const at::Tensor& input, const at::Tensor& rois,
-                                     c10::SymIntArrayRef output_size, double spatial_scale);
+RoIPoolParams check_roi_pool_forward(const at::Tensor& input, const at::Tensor& rois, c10::SymIntArrayRef output_size,
+                                     double spatial_scale);
 
 // The arguments of a backward call (input_shape = [N, C, H, W]).
-RoIPoolParams check_roi_pool_backward(const at::Tensor& grad_output, const at::Tensor& rois,
-                                      const at::Tensor& argmax, c10::SymIntArrayRef input_shape,
-                                      double spatial_scale);
+RoIPoolParams check_roi_pool_backward(const at::Tensor& grad_output, const at::Tensor& rois, const at::Tensor& argmax,
+                                      c10::SymIntArrayRef input_shape, double spatial_scale);
 
 } // namespace detail
 
@@ -33,12 +32,12 @@ using RoIPoolFn = at::Tensor(const at::Tensor&, const at::Tensor&, c10::SymIntAr
 
 // _roi_pool_forward(Tensor input, Tensor rois, SymInt[2] output_size, float spatial_scale)
 //     -> (Tensor output, Tensor argmax)
-using RoIPoolForwardFn =
-    std::tuple<at::Tensor, at::Tensor>(const at::Tensor&, const at::Tensor&, c10::SymIntArrayRef, double);
+using RoIPoolForwardFn = std::tuple<at::Tensor, at::Tensor>(const at::Tensor&, const at::Tensor&, c10::SymIntArrayRef,
+                                                            double);
 
 // _roi_pool_backward(Tensor grad_output, Tensor rois, Tensor argmax, SymInt[4] input_shape,
 //     float spatial_scale) -> Tensor
-using RoIPoolBackwardFn = at::Tensor(const at::Tensor&, const at::Tensor&, const at::Tensor&,
-                                     c10::SymIntArrayRef, double);
+using RoIPoolBackwardFn = at::Tensor(const at::Tensor&, const at::Tensor&, const at::Tensor&, c10::SymIntArrayRef,
+                                     double);
 
 } // namespace mmops

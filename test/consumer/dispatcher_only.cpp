@@ -10,8 +10,8 @@ int main() {
     std::cerr << "mmops::roi_align is not registered: the linker dropped libmmops\n";
     return 1;
   }
-  const auto op = handle->typed<at::Tensor(const at::Tensor&, const at::Tensor&, c10::SymIntArrayRef,
-                                           double, int64_t, c10::string_view, bool)>();
+  const auto op = handle->typed<at::Tensor(const at::Tensor&, const at::Tensor&, c10::SymIntArrayRef, double, int64_t,
+                                           c10::string_view, bool)>();
   const at::Tensor input = at::arange(1, 5, at::kFloat).reshape({1, 1, 2, 2});
   const at::Tensor rois = at::tensor({0.f, 0.f, 0.f, 1.f, 1.f}).reshape({1, 5});
   const std::vector<c10::SymInt> size{2, 2};

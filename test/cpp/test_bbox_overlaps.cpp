@@ -24,8 +24,8 @@ TEST(BBoxOverlaps, MmcvKnownVectors) {
   const at::Tensor b2 = at::tensor({0.0, 2.0, 2.0, 5.0, 2.0, 1.0, 3.0, 3.0}).reshape({2, 4});
   const at::Tensor expected = at::tensor({1.0 / 3.0, 0.5, 0.2, 0.5, 0.0, 0.0}).reshape({3, 2});
   EXPECT_TRUE(at::allclose(mmops::bbox_overlaps(b1, b2, "iou", false, 1), expected, 1e-6, 1e-6));
-  EXPECT_TRUE(at::allclose(mmops::bbox_overlaps(b1.slice(0, 0, 2), b2, "iou", true, 1),
-                           at::tensor({1.0 / 3.0, 0.5}), 1e-6, 1e-6));
+  EXPECT_TRUE(at::allclose(mmops::bbox_overlaps(b1.slice(0, 0, 2), b2, "iou", true, 1), at::tensor({1.0 / 3.0, 0.5}),
+                           1e-6, 1e-6));
   // iof: over the area of bboxes1's box (offset 0: [0,0,2,2] vs [1,1,3,3] -> 1/4)
   const at::Tensor a = at::tensor({0.0, 0.0, 2.0, 2.0}).reshape({1, 4});
   const at::Tensor b = at::tensor({1.0, 1.0, 3.0, 3.0}).reshape({1, 4});

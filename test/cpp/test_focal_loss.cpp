@@ -25,13 +25,14 @@ TEST(SigmoidFocalLoss, KnownValues) {
   const at::Tensor x = at::zeros({2, 3}, at::kDouble);
   const at::Tensor t = at::tensor({int64_t(1), int64_t(3)});
   const at::Tensor none = mmops::sigmoid_focal_loss(x, t, 2.0, 0.25, std::nullopt, "none");
-  const at::Tensor expected = at::tensor({0.1875 * ln2, 0.0625 * ln2, 0.1875 * ln2, 0.1875 * ln2,
-                                          0.1875 * ln2, 0.1875 * ln2}, at::kDouble).reshape({2, 3});
+  const at::Tensor expected =
+      at::tensor({0.1875 * ln2, 0.0625 * ln2, 0.1875 * ln2, 0.1875 * ln2, 0.1875 * ln2, 0.1875 * ln2}, at::kDouble)
+          .reshape({2, 3});
   EXPECT_TRUE(at::allclose(none, expected, 1e-14, 0)) << none;
   EXPECT_NEAR(mmops::sigmoid_focal_loss(x, t).item<double>(), expected.sum().item<double>() / 2, 1e-14);
   const at::Tensor w = at::tensor({2.0, 3.0, 5.0}, at::kDouble);
-  EXPECT_NEAR(mmops::sigmoid_focal_loss(x, t, 2.0, 0.25, w, "sum").item<double>(),
-              (3.0 * 0.4375 + 0.5625) * ln2, 1e-14);
+  EXPECT_NEAR(mmops::sigmoid_focal_loss(x, t, 2.0, 0.25, w, "sum").item<double>(), (3.0 * 0.4375 + 0.5625) * ln2,
+              1e-14);
 }
 
 TEST(SoftmaxFocalLoss, KnownValues) {
@@ -70,10 +71,20 @@ TEST(FocalLoss, FiniteDifferences) {
   const at::Tensor go = at::randn({5, 4}, at::kDouble);
   const at::Tensor go_rows = at::randn({5}, at::kDouble);
   for (double gamma : {2.0, 0.5}) {
-    check_finite_differences([&](const at::Tensor& v) { return mmops::sigmoid_focal_loss(v, t, gamma, 0.25, w, "mean"); }, x);
-    check_finite_differences([&](const at::Tensor& v) { return (mmops::sigmoid_focal_loss(v, t, gamma, 0.25, std::nullopt, "none") * go).sum(); }, x);
-    check_finite_differences([&](const at::Tensor& v) { return mmops::softmax_focal_loss(v, ts, gamma, 0.25, w, "sum"); }, x);
-    check_finite_differences([&](const at::Tensor& v) { return (mmops::softmax_focal_loss(v, ts, gamma, 0.75, std::nullopt, "none") * go_rows).sum(); }, x);
+    check_finite_differences(
+        [&](const at::Tensor& v) { return mmops::sigmoid_focal_loss(v, t, gamma, 0.25, w, "mean"); }, x);
+    check_finite_differences(
+        [&](const at::Tensor& v) {
+          return (mmops::sigmoid_focal_loss(v, t, gamma, 0.25, std::nullopt, "none") * go).sum();
+        },
+        x);
+    check_finite_differences(
+        [&](const at::Tensor& v) { return mmops::softmax_focal_loss(v, ts, gamma, 0.25, w, "sum"); }, x);
+    check_finite_differences(
+        [&](const at::Tensor& v) {
+          return (mmops::softmax_focal_loss(v, ts, gamma, 0.75, std::nullopt, "none") * go_rows).sum();
+        },
+        x);
   }
 }
 
@@ -87,7 +98,7 @@ TEST(FocalLoss, ErrorsNameTheArgument) {
   EXPECT_ERROR_MENTIONS(mmops::softmax_focal_loss(x, t, 2.0, 0.25, std::nullopt, "avg"), "reduction");
   EXPECT_ERROR_MENTIONS(mmops::sigmoid_focal_loss(x, t, -1.0), "gamma");
   at::Tensor bad = t.clone();
-  bad[2] = 3;  // background: fine for sigmoid, out of range for softmax
+  bad[2] = 3; // background: fine for sigmoid, out of range for softmax
   EXPECT_NO_THROW(mmops::sigmoid_focal_loss(x, bad));
   EXPECT_ERROR_MENTIONS(mmops::softmax_focal_loss(x, bad), "target[2] = 3");
   bad[2] = 4;
@@ -103,24 +114,25 @@ def forward(self, x: Tensor, rois: Tensor, logits: Tensor, target: Tensor) -> Te
     a = torch.ops.mmops.sigmoid_focal_loss(logits, target, 2.0, 0.25, None, "mean")
     b = torch.ops.mmops.softmax_focal_loss(logits, target, 1.0, 0.5, None, "sum")
     return pooled.sum() + a + b
-)JIT", std::make_shared<mmops_test::TorchResolver>());
+)JIT",
+                std::make_shared<mmops_test::TorchResolver>());
   const std::string path = ::testing::TempDir() + "mmops_detection_head.pt";
   module.save(path);
   torch::jit::Module loaded = torch::jit::load(path);
   std::remove(path.c_str());
   at::manual_seed(2);
   const at::Tensor x = at::randn({2, 3, 8, 8}, at::kDouble).requires_grad_(true);
-  const at::Tensor rois = at::tensor({0.0, 1.0, 2.0, 9.0, 12.0, 1.0, 0.0, 0.0, 15.0, 15.0}, at::kDouble).reshape({2, 5});
+  const at::Tensor rois =
+      at::tensor({0.0, 1.0, 2.0, 9.0, 12.0, 1.0, 0.0, 0.0, 15.0, 15.0}, at::kDouble).reshape({2, 5});
   const at::Tensor logits = at::randn({5, 4}, at::kDouble).requires_grad_(true);
   const at::Tensor target = at::tensor({int64_t(0), int64_t(3), int64_t(1), int64_t(2), int64_t(3)});
   const at::Tensor out = loaded.forward({x, rois, logits, target}).toTensor();
-  const at::Tensor expected = mmops::roi_pool(x, rois, {2, 2}, 0.5).sum() +
-      mmops::sigmoid_focal_loss(logits, target) +
-      mmops::softmax_focal_loss(logits, target, 1.0, 0.5, std::nullopt, "sum");
+  const at::Tensor expected = mmops::roi_pool(x, rois, {2, 2}, 0.5).sum() + mmops::sigmoid_focal_loss(logits, target) +
+                              mmops::softmax_focal_loss(logits, target, 1.0, 0.5, std::nullopt, "sum");
   EXPECT_TRUE(at::allclose(out, expected, 1e-12, 0)) << out << expected;
-  out.backward();  // autograd through the loaded module, in C++
+  out.backward(); // autograd through the loaded module, in C++
   EXPECT_TRUE(x.grad().defined() && logits.grad().defined());
-  EXPECT_EQ(x.grad().sum().item<double>(), 24.0);  // one 1 per (roi, channel, bin): 2 x 3 x 4
+  EXPECT_EQ(x.grad().sum().item<double>(), 24.0); // one 1 per (roi, channel, bin): 2 x 3 x 4
 }
 
 TEST(FocalLoss, CudaMatchesCpu) {

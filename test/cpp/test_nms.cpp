@@ -114,7 +114,8 @@ TEST(Nms, RandomAgainstReference) {
 }
 
 TEST(Nms, TiesNanEmpty) {
-  const at::Tensor boxes = at::tensor({0.0, 0.0, 10.0, 10.0, 0.0, 0.0, 10.0, 10.0, 0.0, 0.0, 10.0, 10.0}).reshape({3, 4});
+  const at::Tensor boxes =
+      at::tensor({0.0, 0.0, 10.0, 10.0, 0.0, 0.0, 10.0, 10.0, 0.0, 0.0, 10.0, 10.0}).reshape({3, 4});
   EXPECT_EQ(to_vector(mmops::nms(boxes, at::full({3}, 0.5), 0.5)), (std::vector<int64_t>{0}));
   const double nan = std::numeric_limits<double>::quiet_NaN();
   // a NaN score ranks after every number
@@ -173,7 +174,8 @@ def post(boxes: Tensor, scores: Tensor, idxs: Tensor) -> Tensor:
     dets, keep3 = torch.ops.mmops.soft_nms(boxes, scores, 0.3, 0.5, 0.001, "naive")
     iou = torch.ops.mmops.bbox_overlaps(boxes[keep], boxes, "iou", False, 0)
     return torch.cat([keep, keep2, keep3, (iou.amax(1) == 1.0).long()])
-)JIT", std::make_shared<mmops_test::TorchResolver>(), nullptr);
+)JIT",
+               std::make_shared<mmops_test::TorchResolver>(), nullptr);
   const at::Tensor idxs = at::tensor({0, 1, 0, 0}, at::TensorOptions().dtype(at::kLong));
   const at::Tensor out = unit->run_method("post", mmcv_boxes(), mmcv_scores(), idxs).toTensor();
   // nms [1, 0, 3]; batched (box 1 alone in category 1) [1, 2, 0, 3]; soft naive [1, 0, 3];

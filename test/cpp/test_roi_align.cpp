@@ -81,7 +81,8 @@ TEST(RoIAlign, KnownVectorForwardAndBackward) {
 
 TEST(RoIAlign, ConstantMapPoolsToTheConstantInsideTheImage) {
   const at::Tensor input = at::full({2, 3, 16, 20}, 2.5, at::kDouble);
-  const at::Tensor rois = at::tensor({0.0, 2.0, 3.0, 10.0, 12.0, 1.0, 0.0, 0.0, 19.0, 15.0}, at::kDouble).reshape({2, 5});
+  const at::Tensor rois =
+      at::tensor({0.0, 2.0, 3.0, 10.0, 12.0, 1.0, 0.0, 0.0, 19.0, 15.0}, at::kDouble).reshape({2, 5});
   for (const char* mode : {"avg", "max"}) {
     for (int64_t ratio : {0, 1, 3}) {
       const at::Tensor out = mmops::roi_align(input, rois, {4, 5}, 1.0, ratio, mode, true);
@@ -153,9 +154,8 @@ TEST(RoIAlign, DoubleBackwardIsRefused) {
   const at::Tensor out = mmops::roi_align(input, rois, {2, 2}, 1.0, 2);
   // A grad_output that itself requires grad asks for a differentiable backward.
   const at::Tensor grad_out = at::ones_like(out).requires_grad_(true);
-  EXPECT_ERROR_MENTIONS(
-      torch::autograd::grad({out}, {input}, {grad_out}, /*retain_graph=*/true, /*create_graph=*/true),
-      "double backward is not implemented");
+  EXPECT_ERROR_MENTIONS(torch::autograd::grad({out}, {input}, {grad_out}, /*retain_graph=*/true, /*create_graph=*/true),
+                        "double backward is not implemented");
   // A plain first-order backward with create_graph still works.
   const auto grads = torch::autograd::grad({out.sum()}, {input}, {}, true, true);
   EXPECT_EQ(grads[0].sizes(), input.sizes());
@@ -165,7 +165,8 @@ TEST(RoIAlign, BadArgumentsRaiseClearErrors) {
   const at::Tensor input = at::randn({2, 3, 8, 8});
   const at::Tensor rois = at::tensor({0.f, 0.f, 0.f, 4.f, 4.f}).reshape({1, 5});
   EXPECT_ERROR_MENTIONS(mmops::roi_align(input[0], rois, {2, 2}), "input to be a 4-D tensor");
-  EXPECT_ERROR_MENTIONS(mmops::roi_align(input, rois.slice(1, 0, 4), {2, 2}), "rois to be a 2-D tensor of shape [K, 5]");
+  EXPECT_ERROR_MENTIONS(mmops::roi_align(input, rois.slice(1, 0, 4), {2, 2}),
+                        "rois to be a 2-D tensor of shape [K, 5]");
   EXPECT_ERROR_MENTIONS(mmops::roi_align(input, rois.to(at::kDouble), {2, 2}), "rois to have the dtype of input");
   EXPECT_ERROR_MENTIONS(mmops::roi_align(input.to(at::kInt), rois.to(at::kInt), {2, 2}), "floating point");
   EXPECT_ERROR_MENTIONS(mmops::roi_align(input, rois, {0, 2}), "output_size values must be positive");
@@ -192,7 +193,8 @@ TEST(RoIAlign, TorchScriptSourceCompiledInCpp) {
   unit->define(std::nullopt, R"JIT(
 def pool(x: Tensor, rois: Tensor) -> Tensor:
     return torch.ops.mmops.roi_align(x, rois, [2, 2], 1.0, 2, "avg", True) * 2.0
-)JIT", std::make_shared<mmops_test::TorchResolver>(), nullptr);
+)JIT",
+               std::make_shared<mmops_test::TorchResolver>(), nullptr);
   const at::Tensor out = unit->run_method("pool", known_input(), known_roi()).toTensor();
   const at::Tensor expected = 2 * mmops::roi_align(known_input(), known_roi(), {2, 2}, 1.0, 2);
   EXPECT_TRUE(at::allclose(out, expected)) << out;
@@ -256,12 +258,12 @@ std::vector<at::Tensor> pyramid(at::ScalarType dtype, int64_t channels = 3) {
 
 // Boxes in a 384 x 256 image whose sides make mmdet's rule pick every level.
 at::Tensor pyramid_rois(at::ScalarType dtype) {
-  return at::tensor({0.0, 10.0, 12.0, 40.0, 50.0,     // side ~34  -> level 0
-                     1.0, 30.0, 20.0, 150.0, 120.0,   // side ~110 -> level 0 (just below 112)
-                     0.0, 5.0, 9.0, 125.0, 131.0,     // side ~121 -> level 1
-                     1.0, 50.0, 40.0, 300.0, 240.0,   // side ~224 -> level 1 (just below 224)
-                     0.0, 0.0, 0.0, 383.0, 255.0,     // side ~313 -> level 2
-                     1.0, -200.0, -150.0, 500.0, 400.0},  // side ~620 -> level 3
+  return at::tensor({0.0, 10.0,   12.0,   40.0,  50.0,   // side ~34  -> level 0
+                     1.0, 30.0,   20.0,   150.0, 120.0,  // side ~110 -> level 0 (just below 112)
+                     0.0, 5.0,    9.0,    125.0, 131.0,  // side ~121 -> level 1
+                     1.0, 50.0,   40.0,   300.0, 240.0,  // side ~224 -> level 1 (just below 224)
+                     0.0, 0.0,    0.0,    383.0, 255.0,  // side ~313 -> level 2
+                     1.0, -200.0, -150.0, 500.0, 400.0}, // side ~620 -> level 3
                     at::TensorOptions().dtype(dtype))
       .reshape({6, 5});
 }
@@ -283,8 +285,8 @@ TEST(MultiLevelRoIAlign, EqualsRoIAlignOnTheMmdetLevel) {
     for (int64_t k = 0; k < rois.size(0); ++k) {
       const int level = expected_level(rois[k]);
       seen[level] += 1;
-      const at::Tensor single = mmops::roi_align(features[level], rois.slice(0, k, k + 1), {7, 7},
-                                                 kScales[level], 2, mode);
+      const at::Tensor single =
+          mmops::roi_align(features[level], rois.slice(0, k, k + 1), {7, 7}, kScales[level], 2, mode);
       EXPECT_TRUE(at::allclose(out.slice(0, k, k + 1), single, 1e-12, 1e-12)) << mode << " roi " << k;
     }
     for (int l = 0; l < 4; ++l) {
@@ -345,8 +347,7 @@ TEST(MultiLevelRoIAlign, CudaMatchesCpu) {
       const at::Tensor grad = at::randn({6, 70, 7, 7}).to(dtype).to(at::kFloat);
       const at::Tensor out_cpu = mmops::multi_level_roi_align(cpu, rois, {7, 7}, kScales, 2, mode);
       out_cpu.backward(grad);
-      const at::Tensor out_cuda =
-          mmops::multi_level_roi_align(cuda, rois.to(dtype).cuda(), {7, 7}, kScales, 2, mode);
+      const at::Tensor out_cuda = mmops::multi_level_roi_align(cuda, rois.to(dtype).cuda(), {7, 7}, kScales, 2, mode);
       out_cuda.backward(grad.to(dtype).cuda());
       const double tol = cuda_tolerance(dtype, 1e-4);
       EXPECT_TRUE(at::allclose(out_cuda.cpu().to(at::kFloat), out_cpu, tol, tol)) << mode << " " << dtype;

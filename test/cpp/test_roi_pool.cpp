@@ -28,8 +28,8 @@ TEST(RoIPool, KnownVectorForwardAndBackward) {
   const at::Tensor out = mmops::roi_pool(input, roi({0, 0, 0, 3, 3}), {2, 2});
   EXPECT_TRUE(at::equal(out, at::tensor({5.0, 7.0, 13.0, 15.0}, at::kDouble).reshape({1, 1, 2, 2}))) << out;
   out.sum().backward();
-  const at::Tensor expected = at::tensor({0., 0., 0., 0., 0., 1., 0., 1., 0., 0., 0., 0., 0., 1., 0., 1.},
-                                         at::kDouble).reshape({1, 1, 4, 4});
+  const at::Tensor expected =
+      at::tensor({0., 0., 0., 0., 0., 1., 0., 1., 0., 0., 0., 0., 0., 1., 0., 1.}, at::kDouble).reshape({1, 1, 4, 4});
   EXPECT_TRUE(at::equal(input.grad(), expected)) << input.grad();
 }
 
@@ -111,8 +111,8 @@ TEST(RoIPool, CudaDoubleMatchesCpuInEveryLayout) {
   }
   at::manual_seed(3);
   const at::Tensor wide = at::randn({2, 70, 9, 30}, at::kDouble);
-  const at::Tensor rois = at::cat({at::randint(0, 2, {6, 1}), at::rand({6, 2}) * 10, at::rand({6, 2}) * 10 + 8}, 1)
-                              .to(at::kDouble);
+  const at::Tensor rois =
+      at::cat({at::randint(0, 2, {6, 1}), at::rand({6, 2}) * 10, at::rand({6, 2}) * 10 + 8}, 1).to(at::kDouble);
   const at::Tensor nchw = wide.slice(3, 0, 15).contiguous();
   for (const at::Tensor& x : {nchw, nchw.contiguous(at::MemoryFormat::ChannelsLast), wide.slice(3, 0, 15)}) {
     const at::Tensor expected = mmops::roi_pool(x, rois, {3, 4}, 0.75);
