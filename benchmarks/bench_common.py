@@ -134,3 +134,45 @@ def select_cases(parser: argparse.ArgumentParser, names: Optional[str], cases: S
     except argparse.ArgumentTypeError as exc:
         parser.error(str(exc))
     return [c for c in cases if wanted is None or c.name in wanted]
+
+
+def rel_err(out: torch.Tensor, ref: torch.Tensor) -> float:
+    """max |out - ref| / max |ref| (in float64)."""
+    diff = (out.double() - ref.double()).abs().max().item() if out.numel() else 0.0
+    return diff / max(ref.double().abs().max().item() if ref.numel() else 0.0, 1e-12)
+
+
+def print_header(title: str, run: Run, library_path: object, torchvision_version: Optional[str]) -> None:
+    """The first two lines of a benchmark's output: machine, versions, timing rule."""
+    where = torch.cuda.get_device_name(run.device) if run.cuda else f"cpu, {torch.get_num_threads()} threads"
+    tv = torchvision_version or "not installed"
+    print(f"{title} on {where}: torch {torch.__version__}, torchvision {tv}, mmops from {library_path}")
+    print(
+        f"median of {run.iters} iterations after {run.warmup} warm-ups; ratio = baseline / mmops (>1: mmops faster)\n"
+    )
+
+
+@dataclass
+class FwdBwdRow:
+    """One line of a forward / forward+backward comparison table."""
+
+    op: str
+    shape: str
+    dtype: str
+    layout: str
+    base_fwd: Optional[float] = None
+    mm_fwd: Optional[float] = None
+    base_fb: Optional[float] = None
+    mm_fb: Optional[float] = None
+    check: str = ""
+
+
+def print_fwd_bwd_table(rows: Sequence[FwdBwdRow]) -> None:
+    header = ["op", "shape", "dtype", "layout", "baseline fwd ms", "mmops fwd ms", "ratio"]
+    header += ["baseline fwd+bwd ms", "mmops fwd+bwd ms", "ratio", "rel err fwd/bwd"]
+    cells = [
+        [r.op, r.shape, r.dtype, r.layout, fmt_ms(r.base_fwd), fmt_ms(r.mm_fwd), fmt_ratio(r.base_fwd, r.mm_fwd)]
+        + [fmt_ms(r.base_fb), fmt_ms(r.mm_fb), fmt_ratio(r.base_fb, r.mm_fb), r.check]
+        for r in rows
+    ]
+    print_columns(header, cells, left=4)

@@ -46,10 +46,19 @@ from typing import Optional
 
 import torch
 import torch.nn.functional as F
+from bench_common import (
+    Timer,
+    add_run_arguments,
+    fmt_ms,
+    fmt_ratio,
+    parse_list,
+    print_columns,
+    report_problems,
+    resolve_run,
+    select_cases,
+)
 
 import mmops
-from bench_common import (Timer, add_run_arguments, fmt_ms, fmt_ratio, parse_list, print_columns,
-                          report_problems, resolve_run, select_cases)
 
 try:  # the baseline; without it only mmops is timed (and not checked)
     import torchvision

@@ -27,17 +27,17 @@ from __future__ import annotations
 import argparse
 import sys
 from dataclasses import dataclass
-from typing import Optional
 
 import torch
 import torch.nn.functional as F
 from bench_common import (
+    FwdBwdRow,
     Timer,
     add_run_arguments,
-    fmt_ms,
-    fmt_ratio,
     parse_list,
-    print_columns,
+    print_fwd_bwd_table,
+    print_header,
+    rel_err,
     report_problems,
     resolve_run,
     select_cases,
@@ -64,24 +64,6 @@ class Case:
 
 CASES = [Case("sigmoid_focal_loss", "sigmoid"), Case("softmax_focal_loss", "softmax")]
 CUDA_SHAPE, CPU_SHAPE = (65536, 80), (8192, 80)
-
-
-@dataclass
-class Row:
-    op: str
-    shape: str
-    dtype: str
-    layout: str
-    base_fwd: Optional[float] = None
-    mm_fwd: Optional[float] = None
-    base_fb: Optional[float] = None
-    mm_fb: Optional[float] = None
-    check: str = ""
-
-
-def rel_err(out: torch.Tensor, ref: torch.Tensor) -> float:
-    diff = (out.double() - ref.double()).abs().max().item() if out.numel() else 0.0
-    return diff / max(ref.double().abs().max().item() if ref.numel() else 0.0, 1e-12)
 
 
 def sigmoid_composite(x, onehot):
@@ -113,7 +95,7 @@ def bench_focal(kind, rows, classes, dtype_name, device, timer, problems):
     onehot = F.one_hot(t, classes + 1)[:, :classes].to(dtype)
     x_req = x.detach().clone().requires_grad_(True)
     op = torch.ops.mmops.sigmoid_focal_loss if kind == "sigmoid" else torch.ops.mmops.softmax_focal_loss
-    row = Row(f"{kind}_focal_loss", f"{rows}x{classes}, mean", dtype_name, "-")
+    row = FwdBwdRow(f"{kind}_focal_loss", f"{rows}x{classes}, mean", dtype_name, "-")
 
     def mm(v):
         return op(v, t, GAMMA, ALPHA, None, "mean")
@@ -152,39 +134,6 @@ def bench_focal(kind, rows, classes, dtype_name, device, timer, problems):
     return row
 
 
-def print_table(rows):
-    header = [
-        "op",
-        "shape",
-        "dtype",
-        "layout",
-        "baseline fwd ms",
-        "mmops fwd ms",
-        "ratio",
-        "baseline fwd+bwd ms",
-        "mmops fwd+bwd ms",
-        "ratio",
-        "rel err fwd/bwd",
-    ]
-    cells = [
-        [
-            r.op,
-            r.shape,
-            r.dtype,
-            r.layout,
-            fmt_ms(r.base_fwd),
-            fmt_ms(r.mm_fwd),
-            fmt_ratio(r.base_fwd, r.mm_fwd),
-            fmt_ms(r.base_fb),
-            fmt_ms(r.mm_fb),
-            fmt_ratio(r.base_fb, r.mm_fb),
-            r.check,
-        ]
-        for r in rows
-    ]
-    print_columns(header, cells, left=4)
-
-
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     add_run_arguments(parser, iters=(100, 10), warmup=(10, 2))
@@ -198,14 +147,8 @@ def main() -> int:
     except argparse.ArgumentTypeError as exc:
         parser.error(str(exc))
     timer = Timer(run.device, run.iters, run.warmup)
-    where = torch.cuda.get_device_name(run.device) if run.cuda else f"cpu, {torch.get_num_threads()} threads"
-    tv = torchvision.__version__ if torchvision is not None else "not installed"
-    print(
-        f"focal loss benchmark on {where}: torch {torch.__version__}, torchvision {tv}, "
-        f"mmops from {getattr(mmops, 'library_path', '?')}"
-    )
-    print(
-        f"median of {run.iters} iterations after {run.warmup} warm-ups; ratio = baseline / mmops (>1: mmops faster)\n"
+    print_header(
+        "focal loss benchmark", run, getattr(mmops, "library_path", "?"), getattr(torchvision, "__version__", None)
     )
 
     rows, problems = [], []
@@ -214,7 +157,7 @@ def main() -> int:
             rows.append(
                 bench_focal(case.kind, *(CUDA_SHAPE if run.cuda else CPU_SHAPE), d, run.device, timer, problems)
             )
-    print_table(rows)
+    print_fwd_bwd_table(rows)
     return report_problems(problems)
 
 

@@ -37,10 +37,19 @@ from typing import Optional
 
 import torch
 import torch.nn.functional as F
+from bench_common import (
+    Timer,
+    add_run_arguments,
+    fmt_ms,
+    fmt_ratio,
+    parse_list,
+    print_columns,
+    report_problems,
+    resolve_run,
+    select_cases,
+)
 
 import mmops
-from bench_common import (Timer, add_run_arguments, fmt_ms, fmt_ratio, parse_list, print_columns,
-                          report_problems, resolve_run, select_cases)
 
 
 @dataclass(frozen=True)

@@ -25,16 +25,16 @@ from __future__ import annotations
 import argparse
 import sys
 from dataclasses import dataclass
-from typing import Optional
 
 import torch
 from bench_common import (
+    FwdBwdRow,
     Timer,
     add_run_arguments,
-    fmt_ms,
-    fmt_ratio,
     parse_list,
-    print_columns,
+    print_fwd_bwd_table,
+    print_header,
+    rel_err,
     report_problems,
     resolve_run,
     select_cases,
@@ -66,24 +66,6 @@ CUDA_CASES = [Case("box_head", (2, 256, 200, 336), 1 / 4, 1024, 7)]
 CPU_CASES = [Case("box_head", (1, 64, 100, 168), 1 / 4, 256, 7)]
 
 
-@dataclass
-class Row:
-    op: str
-    shape: str
-    dtype: str
-    layout: str
-    base_fwd: Optional[float] = None
-    mm_fwd: Optional[float] = None
-    base_fb: Optional[float] = None
-    mm_fb: Optional[float] = None
-    check: str = ""
-
-
-def rel_err(out: torch.Tensor, ref: torch.Tensor) -> float:
-    diff = (out.double() - ref.double()).abs().max().item() if out.numel() else 0.0
-    return diff / max(ref.double().abs().max().item() if ref.numel() else 0.0, 1e-12)
-
-
 def roi_pool_inputs(shape, scale, num_rois, seed=0):
     """float32 CPU features and rois: random boxes in the (H / scale) x (W / scale)
     image, sides up to half the image side (as benchmarks/bench_roi_align.py)."""
@@ -110,7 +92,7 @@ def bench_roi_pool(case, dtype_name, layout, device, timer, problems):
         device=device, dtype=dtype
     )
     x_req = x.detach().clone(memory_format=fmt).requires_grad_(True)
-    row = Row(
+    row = FwdBwdRow(
         "roi_pool",
         f"{'x'.join(map(str, shape))}, {num_rois} rois, {out_size}x{out_size}, 1/{round(1 / scale)}",
         dtype_name,
@@ -162,39 +144,6 @@ def bench_roi_pool(case, dtype_name, layout, device, timer, problems):
     return row
 
 
-def print_table(rows):
-    header = [
-        "op",
-        "shape",
-        "dtype",
-        "layout",
-        "baseline fwd ms",
-        "mmops fwd ms",
-        "ratio",
-        "baseline fwd+bwd ms",
-        "mmops fwd+bwd ms",
-        "ratio",
-        "rel err fwd/bwd",
-    ]
-    cells = [
-        [
-            r.op,
-            r.shape,
-            r.dtype,
-            r.layout,
-            fmt_ms(r.base_fwd),
-            fmt_ms(r.mm_fwd),
-            fmt_ratio(r.base_fwd, r.mm_fwd),
-            fmt_ms(r.base_fb),
-            fmt_ms(r.mm_fb),
-            fmt_ratio(r.base_fb, r.mm_fb),
-            r.check,
-        ]
-        for r in rows
-    ]
-    print_columns(header, cells, left=4)
-
-
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     add_run_arguments(parser, iters=(100, 10), warmup=(10, 2))
@@ -207,14 +156,8 @@ def main() -> int:
     except argparse.ArgumentTypeError as exc:
         parser.error(str(exc))
     timer = Timer(run.device, run.iters, run.warmup)
-    where = torch.cuda.get_device_name(run.device) if run.cuda else f"cpu, {torch.get_num_threads()} threads"
-    tv = torchvision.__version__ if torchvision is not None else "not installed"
-    print(
-        f"roi_pool benchmark on {where}: torch {torch.__version__}, torchvision {tv}, "
-        f"mmops from {getattr(mmops, 'library_path', '?')}"
-    )
-    print(
-        f"median of {run.iters} iterations after {run.warmup} warm-ups; ratio = baseline / mmops (>1: mmops faster)\n"
+    print_header(
+        "roi_pool benchmark", run, getattr(mmops, "library_path", "?"), getattr(torchvision, "__version__", None)
     )
 
     rows, problems = [], []
@@ -224,7 +167,7 @@ def main() -> int:
                 rows.append(bench_roi_pool(case, d, layout, run.device, timer, problems))
                 if run.cuda:
                     torch.cuda.empty_cache()
-    print_table(rows)
+    print_fwd_bwd_table(rows)
     return report_problems(problems)
 
 
