@@ -3,7 +3,8 @@
 // The input is read channels-last ([N, H, W, C] in memory), so the VEC
 // consecutive channels a thread handles (16 bytes: 4 float, 8 half/bfloat16,
 // 2 double) share one set of bilinear weights and come in one load per
-// neighbour. Compute is in float (double for double).
+// neighbour. Compute is in float (double for double). An NCHW input (and
+// grad_output) is made channels-last once by common/layout.h's transpose.
 //
 // im2col: one thread per VEC consecutive values of the column buffer
 // [n, H_out, W_out, K], K in (group, tap, channel) order, so the threads of a
@@ -28,6 +29,7 @@
 #include "deform_conv/deform_conv_kernels.h"
 #include "deform_conv/deform_conv_math.h"
 #include "common/cuda_helpers.cuh"
+#include "common/layout.h"
 
 #include <ATen/Dispatch.h>
 #include <ATen/OpMathType.h>
@@ -165,6 +167,27 @@ struct Col2imDividers {
   IntDivider<index_t> per_group;
 };
 
+// The (chunk image, deform group, tap, output pixel) of a col2im item.
+struct Col2imItem {
+  int64_t local, dg, k, hw, ho, wo;
+};
+
+template <typename index_t>
+__device__ __forceinline__ Col2imItem decode_item(index_t item, const Col2imDividers<index_t>& d) {
+  const auto a = d.plane.divmod(item);        // (.., hw)
+  const auto b = d.taps.divmod(a.div);        // (.., tap)
+  const auto c = d.deform_groups.divmod(b.div);  // (chunk image, deform group)
+  const auto yx = d.out_w.divmod(a.mod);
+  Col2imItem it;
+  it.hw = static_cast<int64_t>(a.mod);
+  it.k = static_cast<int64_t>(b.mod);
+  it.dg = static_cast<int64_t>(c.mod);
+  it.local = static_cast<int64_t>(c.div);
+  it.ho = static_cast<int64_t>(yx.div);
+  it.wo = static_cast<int64_t>(yx.mod);
+  return it;
+}
+
 template <typename scalar_t, typename index_t, int VEC>
 __global__ void __launch_bounds__(kThreads) col2im_kernel(
     const scalar_t* __restrict__ grad_cols,  // [n, H_out, W_out, K]
@@ -186,17 +209,13 @@ __global__ void __launch_bounds__(kThreads) col2im_kernel(
   acc_t sum_dy = 0, sum_dx = 0, sum_mask = 0, mask_value = 1;
   int64_t n = 0, dg = 0, k = 0, hw = 0;
   if (active) {
-    const auto a = d.plane.divmod(item);        // (.., hw)
-    const auto b = d.taps.divmod(a.div);        // (.., tap)
-    const auto c = d.deform_groups.divmod(b.div);  // (chunk image, deform group)
-    const auto yx = d.out_w.divmod(a.mod);
-    hw = static_cast<int64_t>(a.mod);
-    k = static_cast<int64_t>(b.mod);
-    dg = static_cast<int64_t>(c.mod);
-    const int64_t local = static_cast<int64_t>(c.div);
+    const Col2imItem it = decode_item(item, d);
+    hw = it.hw;
+    k = it.k;
+    dg = it.dg;
+    const int64_t local = it.local;
     n = g.n_begin + local;
-    const auto s = tap_sample<acc_t>(offset, mask, n, dg, k, static_cast<int64_t>(yx.div),
-                                     static_cast<int64_t>(yx.mod), p, g.height, g.width);
+    const auto s = tap_sample<acc_t>(offset, mask, n, dg, k, it.ho, it.wo, p, g.height, g.width);
     mask_value = s.mask;
     if (s.taps.any) {
       const int64_t image = n * g.height * g.width * g.channels;
@@ -313,9 +332,7 @@ unsigned int blocks_for(int64_t threads) {
   return static_cast<unsigned int>((threads + kThreads - 1) / kThreads);
 }
 
-} // namespace
-
-void deform_im2col_cuda(const ColumnArgs& a, at::Tensor& cols, const DeformConvParams& p) {
+void im2col(const ColumnArgs& a, at::Tensor& cols, const DeformConvParams& p) {
   if (cols.numel() == 0) {
     return;
   }
@@ -354,8 +371,8 @@ void deform_im2col_cuda(const ColumnArgs& a, at::Tensor& cols, const DeformConvP
   });
 }
 
-void deform_col2im_cuda(const ColumnArgs& a, const at::Tensor& grad_cols, at::Tensor& grad_input,
-                        at::Tensor& grad_offset, at::Tensor& grad_mask, const DeformConvParams& p) {
+void col2im(const ColumnArgs& a, const at::Tensor& grad_cols, at::Tensor& grad_input,
+            at::Tensor& grad_offset, at::Tensor& grad_mask, const DeformConvParams& p) {
   if (a.n_count == 0) {
     return;
   }
@@ -406,6 +423,25 @@ void deform_col2im_cuda(const ColumnArgs& a, const at::Tensor& grad_cols, at::Te
       }
     });
   });
+}
+
+// col2im adds into grad_input with atomic adds: the order of the float additions varies.
+constexpr ColumnKernels kCuda{&im2col, &col2im, &channels_last_cuda,
+                              /*nondeterministic_grad_input=*/"mmops::deform_conv2d_backward (CUDA)"};
+
+} // namespace
+
+at::Tensor deform_conv2d_forward_cuda(const at::Tensor& input, const at::Tensor& offset,
+                                      const at::Tensor& mask, const at::Tensor& weight,
+                                      const at::Tensor& bias, const DeformConvParams& p) {
+  return deform_conv2d_forward_gemm(kCuda, input, offset, mask, weight, bias, p);
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> deform_conv2d_backward_cuda(
+    const at::Tensor& grad_output, const at::Tensor& input, const at::Tensor& offset,
+    const at::Tensor& mask, const at::Tensor& weight, const DeformConvParams& p,
+    std::array<bool, 5> output_mask) {
+  return deform_conv2d_backward_gemm(kCuda, grad_output, input, offset, mask, weight, p, output_mask);
 }
 
 } // namespace kernels

@@ -12,9 +12,14 @@ def pair(value: IntPair, name: str = "output_size") -> List[int]:
     """[h, w] from an int or a pair; `name` is the argument named in the error."""
     if isinstance(value, int):
         return [value, value]
-    values = [int(v) for v in value]
+    # Two spellings of one conversion: TorchScript iterates a list or a tuple,
+    # not their Union, so each branch refines the type first. The message names
+    # `given`, not the refined `value`: TorchScript cannot save (serialize) a
+    # refined variable that is used after its branches.
+    given = value
+    values = [int(v) for v in value] if isinstance(value, list) else [int(v) for v in value]
     if len(values) != 2:
-        raise ValueError(f"mmops: {name} must be an int or a pair, got {value}")
+        raise ValueError(f"mmops: {name} must be an int or a pair, got {given}")
     return values
 
 

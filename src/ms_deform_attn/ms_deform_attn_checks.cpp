@@ -4,8 +4,6 @@
 #include "ms_deform_attn/ms_deform_attn_ops.h"
 #include "common/check_utils.h"
 
-#include <mmops/config.h>
-
 #include <c10/core/SymInt.h>
 
 #include <limits>
@@ -105,22 +103,8 @@ void check_ms_deform_attn_backward(const char* op, const at::Tensor& grad_output
                   shape_of(grad_output));
 }
 
-void check_levels_if_needed(const char* op, const at::Tensor& spatial_shapes,
-                            const at::Tensor& level_start_index, int64_t rows) {
-  bool needed = strict_index_check();
-  if (spatial_shapes.is_cpu()) {
-    needed = true;
-  }
-#ifdef MMOPS_WITH_CUDA
-  if (spatial_shapes.is_cuda() && kernels::ms_deform_attn_stream_is_capturing()) {
-    needed = false;  // no synchronisation while a graph is captured
-  }
-#endif
-  if (!needed) {
-    return;
-  }
-  // The level table lives in tensor data: reading it is a device-to-host copy
-  // for CUDA tensors, hence only in strict mode there.
+void check_levels(const char* op, const at::Tensor& spatial_shapes, const at::Tensor& level_start_index,
+                  int64_t rows) {
   const at::Tensor shapes = spatial_shapes.to(at::kCPU).contiguous();
   const at::Tensor starts = level_start_index.to(at::kCPU).contiguous();
   const int64_t* hw = shapes.const_data_ptr<int64_t>();
