@@ -332,6 +332,31 @@ unsigned int blocks_for(int64_t threads) {
   return static_cast<unsigned int>((threads + kThreads - 1) / kThreads);
 }
 
+// Calls launch(index_t{}) with 32-bit indices when a launch of `threads`
+// threads allows them, else 64-bit.
+template <typename Launch>
+void with_index_type(int64_t threads, Launch&& launch) {
+  if (threads + kThreads <= kMax32) {
+    launch(static_cast<unsigned int>(0));
+  } else {
+    launch(static_cast<int64_t>(0));
+  }
+}
+
+// The data the column kernels read from ColumnArgs (mask: null without one).
+template <typename scalar_t>
+struct ColumnInputs {
+  const scalar_t* input;
+  const scalar_t* offset;
+  const scalar_t* mask;
+};
+
+template <typename scalar_t>
+ColumnInputs<scalar_t> column_inputs(const ColumnArgs& a) {
+  return {a.input.const_data_ptr<scalar_t>(), a.offset.const_data_ptr<scalar_t>(),
+          a.mask.defined() ? a.mask.const_data_ptr<scalar_t>() : nullptr};
+}
+
 void im2col(const ColumnArgs& a, at::Tensor& cols, const DeformConvParams& p) {
   if (cols.numel() == 0) {
     return;
@@ -341,15 +366,13 @@ void im2col(const ColumnArgs& a, at::Tensor& cols, const DeformConvParams& p) {
   const ColumnSizes g = column_sizes(a, p);
   AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, a.input.scalar_type(),
                                   "mmops::deform_conv2d im2col (CUDA)", [&] {
-    const scalar_t* input = a.input.const_data_ptr<scalar_t>();
-    const scalar_t* offset = a.offset.const_data_ptr<scalar_t>();
-    const scalar_t* mask = a.mask.defined() ? a.mask.const_data_ptr<scalar_t>() : nullptr;
+    const ColumnInputs<scalar_t> in = column_inputs<scalar_t>(a);
     scalar_t* out = cols.mutable_data_ptr<scalar_t>();
-    const bool wide = use_wide_vectors<scalar_t>(g, {input, out});
+    const bool wide = use_wide_vectors<scalar_t>(g, {in.input, out});
     with_vector<scalar_t>(wide, [&](auto vec_tag) {
       constexpr int VEC = decltype(vec_tag)::value;
       const int64_t total = a.n_count * g.plane * (g.columns / VEC);
-      auto launch = [&](auto index_tag) {
+      with_index_type(total, [&](auto index_tag) {
         using index_t = decltype(index_tag);
         Im2colDividers<index_t> d{
             IntDivider<index_t>(static_cast<index_t>(g.columns / VEC)),
@@ -359,14 +382,9 @@ void im2col(const ColumnArgs& a, at::Tensor& cols, const DeformConvParams& p) {
             IntDivider<index_t>(static_cast<index_t>(p.out_w)),
             IntDivider<index_t>(static_cast<index_t>(g.per_deform_group))};
         im2col_kernel<scalar_t, index_t, VEC><<<blocks_for(total), kThreads, 0, stream>>>(
-            input, offset, mask, out, static_cast<index_t>(total), g, d, p);
+            in.input, in.offset, in.mask, out, static_cast<index_t>(total), g, d, p);
         C10_CUDA_KERNEL_LAUNCH_CHECK();
-      };
-      if (total + kThreads <= kMax32) {
-        launch(static_cast<unsigned int>(0));
-      } else {
-        launch(static_cast<int64_t>(0));
-      }
+      });
     });
   });
 }
@@ -382,9 +400,7 @@ void col2im(const ColumnArgs& a, const at::Tensor& grad_cols, at::Tensor& grad_i
   AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, a.input.scalar_type(),
                                   "mmops::deform_conv2d col2im (CUDA)", [&] {
     using acc_t = at::opmath_type<scalar_t>;
-    const scalar_t* input = a.input.const_data_ptr<scalar_t>();
-    const scalar_t* offset = a.offset.const_data_ptr<scalar_t>();
-    const scalar_t* mask = a.mask.defined() ? a.mask.const_data_ptr<scalar_t>() : nullptr;
+    const ColumnInputs<scalar_t> in = column_inputs<scalar_t>(a);
     const scalar_t* gcols = grad_cols.const_data_ptr<scalar_t>();
     acc_t* gin = grad_input.defined() ? grad_input.mutable_data_ptr<acc_t>() : nullptr;
     scalar_t* goff = grad_offset.defined() ? grad_offset.mutable_data_ptr<scalar_t>() : nullptr;
@@ -392,7 +408,7 @@ void col2im(const ColumnArgs& a, const at::Tensor& grad_cols, at::Tensor& grad_i
     if (gin == nullptr && goff == nullptr && gmask == nullptr) {
       return;
     }
-    const bool wide = use_wide_vectors<scalar_t>(g, {input, gcols, gin});
+    const bool wide = use_wide_vectors<scalar_t>(g, {in.input, gcols, gin});
     with_vector<scalar_t>(wide, [&](auto vec_tag) {
       constexpr int VEC = decltype(vec_tag)::value;
       // Lanes per item: the smallest power of two >= the deform group's
@@ -404,7 +420,7 @@ void col2im(const ColumnArgs& a, const at::Tensor& grad_cols, at::Tensor& grad_i
       }
       const int64_t items = a.n_count * p.deform_groups * g.taps * g.plane;
       const int64_t threads = items << lane_bits;
-      auto launch = [&](auto index_tag) {
+      with_index_type(threads, [&](auto index_tag) {
         using index_t = decltype(index_tag);
         Col2imDividers<index_t> d{
             IntDivider<index_t>(static_cast<index_t>(g.plane)),
@@ -413,14 +429,9 @@ void col2im(const ColumnArgs& a, const at::Tensor& grad_cols, at::Tensor& grad_i
             IntDivider<index_t>(static_cast<index_t>(p.out_w)),
             IntDivider<index_t>(static_cast<index_t>(g.per_group))};
         col2im_kernel<scalar_t, index_t, VEC><<<blocks_for(threads), kThreads, 0, stream>>>(
-            gcols, input, offset, mask, gin, goff, gmask, static_cast<index_t>(items), lane_bits, g, d, p);
+            gcols, in.input, in.offset, in.mask, gin, goff, gmask, static_cast<index_t>(items), lane_bits, g, d, p);
         C10_CUDA_KERNEL_LAUNCH_CHECK();
-      };
-      if (threads + kThreads <= kMax32) {
-        launch(static_cast<unsigned int>(0));
-      } else {
-        launch(static_cast<int64_t>(0));
-      }
+      });
     });
   });
 }

@@ -91,13 +91,17 @@ __device__ inline Group make_group(int shift) {
   return grp;
 }
 
-// Every block reads the level table into shared memory (guarded levels).
-__device__ inline void load_levels(Level* levels, const int64_t* __restrict__ shapes,
-                                   const int64_t* __restrict__ starts, const Geometry& g) {
+// Every block reads the level table into shared memory (guarded levels; the
+// launch gives g.levels * sizeof(Level) bytes of dynamic shared memory).
+__device__ inline const Level* load_levels(const int64_t* __restrict__ shapes, const int64_t* __restrict__ starts,
+                                           const Geometry& g) {
+  extern __shared__ __align__(16) unsigned char shared_bytes[];
+  Level* levels = reinterpret_cast<Level*>(shared_bytes);
   for (int l = threadIdx.x; l < g.levels; l += blockDim.x) {
     levels[l] = make_level(shapes[2 * l], shapes[2 * l + 1], starts[l], g.rows);
   }
   __syncthreads();
+  return levels;
 }
 
 // Location (x, y) and attention weight of point k of a tuple (zeros past the end).

@@ -43,9 +43,7 @@ __global__ void __launch_bounds__(kThreads) forward_kernel(
     const Geometry g) {
   using acc_t = at::opmath_type<scalar_t>;
   using PackT = Pack<scalar_t, VEC>;
-  extern __shared__ __align__(16) unsigned char shared_bytes[];
-  Level* levels = reinterpret_cast<Level*>(shared_bytes);
-  load_levels(levels, shapes, starts, g);
+  const Level* levels = load_levels(shapes, starts, g);
   const TupleLanes tl = tuple_lanes<VEC>(g);
   const Group& grp = tl.grp;
 

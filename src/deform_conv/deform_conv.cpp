@@ -48,8 +48,8 @@ at::Tensor deform_conv2d_entry(const at::Tensor& input, const at::Tensor& offset
                                const std::optional<at::Tensor>& bias, c10::SymIntArrayRef stride,
                                c10::SymIntArrayRef padding, c10::SymIntArrayRef dilation, int64_t groups,
                                int64_t deform_groups) {
-  const detail::DeformConvChecked c = detail::check_deform_conv2d(
-      kDeformConv2dOp, input, offset, nullptr, weight, bias, stride, padding, dilation, groups, deform_groups);
+  const detail::DeformConvChecked c =
+      detail::check_deform_conv2d(input, offset, weight, bias, stride, padding, dilation, groups, deform_groups);
   return Kernel(input, offset, at::Tensor(), weight, value_or_undefined(bias), c.params);
 }
 
@@ -59,9 +59,8 @@ at::Tensor modulated_deform_conv2d_entry(const at::Tensor& input, const at::Tens
                                          const std::optional<at::Tensor>& bias, c10::SymIntArrayRef stride,
                                          c10::SymIntArrayRef padding, c10::SymIntArrayRef dilation,
                                          int64_t groups, int64_t deform_groups) {
-  const detail::DeformConvChecked c = detail::check_deform_conv2d(
-      kModulatedDeformConv2dOp, input, offset, &mask, weight, bias, stride, padding, dilation, groups,
-      deform_groups);
+  const detail::DeformConvChecked c = detail::check_modulated_deform_conv2d(
+      input, offset, mask, weight, bias, stride, padding, dilation, groups, deform_groups);
   return Kernel(input, offset, mask, weight, value_or_undefined(bias), c.params);
 }
 
@@ -71,11 +70,9 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> backward_
     const std::optional<at::Tensor>& mask, const at::Tensor& weight, c10::SymIntArrayRef stride,
     c10::SymIntArrayRef padding, c10::SymIntArrayRef dilation, int64_t groups, int64_t deform_groups,
     std::array<bool, 5> output_mask) {
-  const at::Tensor m = value_or_undefined(mask);
   const detail::DeformConvChecked c = detail::check_deform_conv2d_backward(
-      kDeformConv2dBackwardOp, grad_output, input, offset, m.defined() ? &m : nullptr, weight, stride, padding,
-      dilation, groups, deform_groups);
-  return Kernel(grad_output, input, offset, m, weight, c.params, output_mask);
+      grad_output, input, offset, mask, weight, stride, padding, dilation, groups, deform_groups);
+  return Kernel(grad_output, input, offset, value_or_undefined(mask), weight, c.params, output_mask);
 }
 
 } // namespace

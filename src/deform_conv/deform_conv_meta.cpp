@@ -21,8 +21,8 @@ at::Tensor deform_conv2d_meta(const at::Tensor& input, const at::Tensor& offset,
                               const std::optional<at::Tensor>& bias, c10::SymIntArrayRef stride,
                               c10::SymIntArrayRef padding, c10::SymIntArrayRef dilation, int64_t groups,
                               int64_t deform_groups) {
-  const detail::DeformConvChecked c = detail::check_deform_conv2d(
-      kDeformConv2dOp, input, offset, nullptr, weight, bias, stride, padding, dilation, groups, deform_groups);
+  const detail::DeformConvChecked c =
+      detail::check_deform_conv2d(input, offset, weight, bias, stride, padding, dilation, groups, deform_groups);
   return like_input(c.output_shape, input);
 }
 
@@ -31,9 +31,8 @@ at::Tensor modulated_deform_conv2d_meta(const at::Tensor& input, const at::Tenso
                                         const std::optional<at::Tensor>& bias, c10::SymIntArrayRef stride,
                                         c10::SymIntArrayRef padding, c10::SymIntArrayRef dilation,
                                         int64_t groups, int64_t deform_groups) {
-  const detail::DeformConvChecked c = detail::check_deform_conv2d(
-      kModulatedDeformConv2dOp, input, offset, &mask, weight, bias, stride, padding, dilation, groups,
-      deform_groups);
+  const detail::DeformConvChecked c = detail::check_modulated_deform_conv2d(
+      input, offset, mask, weight, bias, stride, padding, dilation, groups, deform_groups);
   return like_input(c.output_shape, input);
 }
 
@@ -42,10 +41,9 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> deform_co
     const std::optional<at::Tensor>& mask, const at::Tensor& weight, c10::SymIntArrayRef stride,
     c10::SymIntArrayRef padding, c10::SymIntArrayRef dilation, int64_t groups, int64_t deform_groups,
     std::array<bool, 5> output_mask) {
-  const bool has_mask = mask.has_value() && mask->defined();
-  detail::check_deform_conv2d_backward(kDeformConv2dBackwardOp, grad_output, input, offset,
-                                       has_mask ? &*mask : nullptr, weight, stride, padding, dilation, groups,
+  detail::check_deform_conv2d_backward(grad_output, input, offset, mask, weight, stride, padding, dilation, groups,
                                        deform_groups);
+  const bool has_mask = mask.has_value() && mask->defined();
   const at::TensorOptions options = input.options();
   auto none = [&] { return at::empty_symint({0}, options); };
   return {

@@ -17,11 +17,6 @@
 
 namespace mmops {
 
-// The prefixes of the error messages.
-constexpr const char* kDeformConv2dOp = "mmops::deform_conv2d: ";
-constexpr const char* kModulatedDeformConv2dOp = "mmops::modulated_deform_conv2d: ";
-constexpr const char* kDeformConv2dBackwardOp = "mmops::_deform_conv2d_backward: ";
-
 namespace detail {
 
 // The checked arguments: concrete parameters (sizes that are symbolic come out
@@ -31,21 +26,26 @@ struct DeformConvChecked {
   std::vector<c10::SymInt> output_shape;  // [N, C_out, H_out, W_out]
 };
 
-// Every argument of a forward call (mask: nullptr for deform_conv2d). Works on
-// real and fake/meta tensors (no data access). `op` prefixes the messages.
-DeformConvChecked check_deform_conv2d(const char* op, const at::Tensor& input, const at::Tensor& offset,
-                                      const at::Tensor* mask, const at::Tensor& weight,
+// Every argument of a forward call. Works on real and fake/meta tensors (no
+// data access); the messages name the op.
+DeformConvChecked check_deform_conv2d(const at::Tensor& input, const at::Tensor& offset, const at::Tensor& weight,
                                       const std::optional<at::Tensor>& bias, c10::SymIntArrayRef stride,
                                       c10::SymIntArrayRef padding, c10::SymIntArrayRef dilation,
                                       int64_t groups, int64_t deform_groups);
 
-// The above (bias absent) plus grad_output: [N, C_out, H_out, W_out], the input's dtype and device.
-DeformConvChecked check_deform_conv2d_backward(const char* op, const at::Tensor& grad_output,
-                                               const at::Tensor& input, const at::Tensor& offset,
-                                               const at::Tensor* mask, const at::Tensor& weight,
-                                               c10::SymIntArrayRef stride, c10::SymIntArrayRef padding,
-                                               c10::SymIntArrayRef dilation, int64_t groups,
-                                               int64_t deform_groups);
+DeformConvChecked check_modulated_deform_conv2d(const at::Tensor& input, const at::Tensor& offset,
+                                                const at::Tensor& mask, const at::Tensor& weight,
+                                                const std::optional<at::Tensor>& bias, c10::SymIntArrayRef stride,
+                                                c10::SymIntArrayRef padding, c10::SymIntArrayRef dilation,
+                                                int64_t groups, int64_t deform_groups);
+
+// The forward's checks (mask absent or undefined for deform_conv2d, no bias)
+// plus grad_output: [N, C_out, H_out, W_out], the input's dtype and device.
+DeformConvChecked check_deform_conv2d_backward(const at::Tensor& grad_output, const at::Tensor& input,
+                                               const at::Tensor& offset, const std::optional<at::Tensor>& mask,
+                                               const at::Tensor& weight, c10::SymIntArrayRef stride,
+                                               c10::SymIntArrayRef padding, c10::SymIntArrayRef dilation,
+                                               int64_t groups, int64_t deform_groups);
 
 } // namespace detail
 

@@ -34,7 +34,7 @@ namespace {
 void check_level_table(const at::Tensor& value, const at::Tensor& spatial_shapes,
                        const at::Tensor& level_start_index) {
   if (detail::should_validate_indices(spatial_shapes)) {
-    detail::check_levels(kMsDeformAttnOp, spatial_shapes, level_start_index, value.size(1));
+    detail::check_levels(spatial_shapes, level_start_index, value.size(1));
   }
 }
 
@@ -42,8 +42,8 @@ template <auto Kernel>
 at::Tensor forward_entry(const at::Tensor& value, const at::Tensor& spatial_shapes,
                          const at::Tensor& level_start_index, const at::Tensor& sampling_locations,
                          const at::Tensor& attention_weights) {
-  detail::check_ms_deform_attn_forward(kMsDeformAttnOp, value, spatial_shapes, level_start_index,
-                                       sampling_locations, attention_weights);
+  detail::check_ms_deform_attn_forward(value, spatial_shapes, level_start_index, sampling_locations,
+                                       attention_weights);
   check_level_table(value, spatial_shapes, level_start_index);
   return Kernel(value, spatial_shapes, level_start_index, sampling_locations, attention_weights);
 }
@@ -53,8 +53,8 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> backward_entry(
     const at::Tensor& grad_output, const at::Tensor& value, const at::Tensor& spatial_shapes,
     const at::Tensor& level_start_index, const at::Tensor& sampling_locations,
     const at::Tensor& attention_weights) {
-  detail::check_ms_deform_attn_backward(kMsDeformAttnOp, grad_output, value, spatial_shapes, level_start_index,
-                                        sampling_locations, attention_weights);
+  detail::check_ms_deform_attn_backward(grad_output, value, spatial_shapes, level_start_index, sampling_locations,
+                                        attention_weights);
   check_level_table(value, spatial_shapes, level_start_index);
   return Kernel(grad_output, value, spatial_shapes, level_start_index, sampling_locations, attention_weights);
 }

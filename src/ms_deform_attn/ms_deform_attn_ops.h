@@ -16,19 +16,16 @@ namespace mmops {
 // level table in shared memory).
 constexpr int64_t kMaxMsDeformAttnLevels = 1024;
 
-// The prefix of every ms_deform_attn error message.
-constexpr const char* kMsDeformAttnOp = "mmops::ms_deform_attn: ";
-
 namespace detail {
 
 // Shapes, dtypes and devices of a forward call; works on real and on
 // fake/meta tensors (no data access).
-void check_ms_deform_attn_forward(const char* op, const at::Tensor& value, const at::Tensor& spatial_shapes,
+void check_ms_deform_attn_forward(const at::Tensor& value, const at::Tensor& spatial_shapes,
                                   const at::Tensor& level_start_index, const at::Tensor& sampling_locations,
                                   const at::Tensor& attention_weights);
 
 // The above plus grad_output [B, Q, M * D] with value's dtype and device.
-void check_ms_deform_attn_backward(const char* op, const at::Tensor& grad_output, const at::Tensor& value,
+void check_ms_deform_attn_backward(const at::Tensor& grad_output, const at::Tensor& value,
                                    const at::Tensor& spatial_shapes, const at::Tensor& level_start_index,
                                    const at::Tensor& sampling_locations,
                                    const at::Tensor& attention_weights);
@@ -37,8 +34,7 @@ void check_ms_deform_attn_backward(const char* op, const at::Tensor& grad_output
 // running sum of H * W, sum(H * W) == rows (= value.size(1)). Reads the data
 // (a device-to-host copy for CUDA tensors): the device entries call it when
 // the index policy says so (common/index_policy.h).
-void check_levels(const char* op, const at::Tensor& spatial_shapes, const at::Tensor& level_start_index,
-                  int64_t rows);
+void check_levels(const at::Tensor& spatial_shapes, const at::Tensor& level_start_index, int64_t rows);
 
 } // namespace detail
 
