@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import sys
 from dataclasses import dataclass
 from typing import Optional
@@ -94,6 +95,8 @@ DTYPES = {
 }
 LAYOUTS = {"contiguous": torch.contiguous_format, "channels_last": torch.channels_last}
 OPS = ("modulated", "plain")
+# Timed and warm-up iterations by default: (cuda, cpu).
+ITERS, WARMUP = (50, 10), (10, 2)
 # Allowed worst relative error (max |mmops - float64 ref| / max |ref|) per dtype name.
 TOLERANCE = {"fp32/tf32": 1e-2, "fp32/ieee": 2e-4, "bf16": 1e-1, "fp16": 2e-2}
 
@@ -235,22 +238,23 @@ def print_table(rows: list[Row]) -> None:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    add_run_arguments(parser, iters=(50, 10), warmup=(10, 2))
-    parser.add_argument("--dtypes", help="comma-separated of fp32/tf32,fp32/ieee,bf16,fp16 "
-                                         "(default: fp32/tf32,fp32/ieee,bf16 on cuda, fp32/ieee on cpu)")
-    parser.add_argument("--layouts", help="comma-separated of contiguous,channels_last (default: both)")
-    parser.add_argument("--ops", help="comma-separated of modulated,plain (default: modulated on cpu, both on cuda)")
+    add_run_arguments(parser, iters=ITERS, warmup=WARMUP)
+    # parse_list raises argparse.ArgumentTypeError: argparse reports a bad item itself
+    parser.add_argument("--dtypes", type=functools.partial(parse_list, choices=DTYPES),
+                        help="comma-separated of fp32/tf32,fp32/ieee,bf16,fp16 "
+                             "(default: fp32/tf32,fp32/ieee,bf16 on cuda, fp32/ieee on cpu)")
+    parser.add_argument("--layouts", type=functools.partial(parse_list, choices=LAYOUTS),
+                        help="comma-separated of contiguous,channels_last (default: both)")
+    parser.add_argument("--ops", type=functools.partial(parse_list, choices=OPS),
+                        help="comma-separated of modulated,plain (default: modulated on cpu, both on cuda)")
     args = parser.parse_args()
 
-    run = resolve_run(parser, args, iters=(50, 10), warmup=(10, 2))
+    run = resolve_run(parser, args, iters=ITERS, warmup=WARMUP)
     device, cuda, iters, warmup = run.device, run.cuda, run.iters, run.warmup
     cases = select_cases(parser, args.cases, CUDA_CASES if cuda else CPU_CASES)
-    try:
-        dtypes = parse_list(args.dtypes, DTYPES) or (["fp32/tf32", "fp32/ieee", "bf16"] if cuda else ["fp32/ieee"])
-        layouts = parse_list(args.layouts, LAYOUTS) or list(LAYOUTS)
-        ops = parse_list(args.ops, OPS) or (list(OPS) if cuda else ["modulated"])
-    except argparse.ArgumentTypeError as exc:
-        parser.error(str(exc))
+    dtypes = args.dtypes or (["fp32/tf32", "fp32/ieee", "bf16"] if cuda else ["fp32/ieee"])
+    layouts = args.layouts or list(LAYOUTS)
+    ops = args.ops or (list(OPS) if cuda else ["modulated"])
 
     where = torch.cuda.get_device_name(device) if cuda else f"cpu, {torch.get_num_threads()} threads"
     tv_version = torchvision.__version__ if torchvision is not None else "not installed"

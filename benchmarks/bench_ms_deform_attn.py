@@ -31,6 +31,7 @@ The exit code is 1 when a correctness check fails or mmops raises, else 0
 from __future__ import annotations
 
 import argparse
+import functools
 import sys
 from dataclasses import dataclass
 from typing import Optional
@@ -82,6 +83,8 @@ CPU_CASES = [
 ]
 
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
+# Timed and warm-up iterations by default: (cuda, cpu).
+ITERS, WARMUP = (50, 10), (10, 2)
 # Allowed rel err vs the float64 composite (output, then each gradient); the
 # location gradient is a W-scaled sum over channels and loses more in 16-bit.
 TOLERANCE = {torch.float32: (1e-4, 1e-3), torch.float16: (5e-3, 3e-2), torch.bfloat16: (3e-2, 1e-1)}
@@ -221,17 +224,16 @@ def print_table(rows: list[Row]) -> None:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    add_run_arguments(parser, iters=(50, 10), warmup=(10, 2))
-    parser.add_argument("--dtypes", help="comma-separated of fp32,bf16,fp16 (default: fp32,bf16 on cuda, fp32 on cpu)")
+    add_run_arguments(parser, iters=ITERS, warmup=WARMUP)
+    # parse_list raises argparse.ArgumentTypeError: argparse reports a bad item itself
+    parser.add_argument("--dtypes", type=functools.partial(parse_list, choices=DTYPES),
+                        help="comma-separated of fp32,bf16,fp16 (default: fp32,bf16 on cuda, fp32 on cpu)")
     args = parser.parse_args()
 
-    run = resolve_run(parser, args, iters=(50, 10), warmup=(10, 2))
+    run = resolve_run(parser, args, iters=ITERS, warmup=WARMUP)
     device, cuda, iters, warmup = run.device, run.cuda, run.iters, run.warmup
     cases = select_cases(parser, args.cases, CUDA_CASES if cuda else CPU_CASES)
-    try:
-        dtypes = parse_list(args.dtypes, DTYPES) or (["fp32", "bf16"] if cuda else ["fp32"])
-    except argparse.ArgumentTypeError as exc:
-        parser.error(str(exc))
+    dtypes = args.dtypes or (["fp32", "bf16"] if cuda else ["fp32"])
 
     where = torch.cuda.get_device_name(device) if cuda else f"cpu, {torch.get_num_threads()} threads"
     print(f"ms_deform_attn benchmark on {where}: torch {torch.__version__}, "

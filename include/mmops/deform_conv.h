@@ -23,30 +23,18 @@ namespace mmops {
 // x = wo * stride[1] - padding[1] + j * dilation[1] + dx. A NaN offset samples 0.
 // Every tensor shares the input's dtype and device. The output has the input's
 // memory format (channels_last in, channels_last out).
-at::Tensor deform_conv2d(
-    const at::Tensor& input,
-    const at::Tensor& offset,
-    const at::Tensor& weight,
-    const std::optional<at::Tensor>& bias = std::nullopt,
-    at::IntArrayRef stride = {1, 1},
-    at::IntArrayRef padding = {0, 0},
-    at::IntArrayRef dilation = {1, 1},
-    int64_t groups = 1,
-    int64_t deform_groups = 1);
+at::Tensor deform_conv2d(const at::Tensor& input, const at::Tensor& offset, const at::Tensor& weight,
+                         const std::optional<at::Tensor>& bias = std::nullopt, at::IntArrayRef stride = {1, 1},
+                         at::IntArrayRef padding = {0, 0}, at::IntArrayRef dilation = {1, 1},
+                         int64_t groups = 1, int64_t deform_groups = 1);
 
-// Modulated deformable convolution (DCNv2): as deform_conv2d, each sample
-// multiplied by mask[n, g * kh * kw + k, ho, wo].
+// Modulated deformable convolution (DCNv2): as deform_conv2d (same arguments
+// and defaults), each sample multiplied by mask[n, g * kh * kw + k, ho, wo].
 //   mask: [N, deform_groups * kh * kw, H_out, W_out]
-at::Tensor modulated_deform_conv2d(
-    const at::Tensor& input,
-    const at::Tensor& offset,
-    const at::Tensor& mask,
-    const at::Tensor& weight,
-    const std::optional<at::Tensor>& bias = std::nullopt,
-    at::IntArrayRef stride = {1, 1},
-    at::IntArrayRef padding = {0, 0},
-    at::IntArrayRef dilation = {1, 1},
-    int64_t groups = 1,
-    int64_t deform_groups = 1);
+at::Tensor modulated_deform_conv2d(const at::Tensor& input, const at::Tensor& offset, const at::Tensor& mask,
+                                   const at::Tensor& weight, const std::optional<at::Tensor>& bias = std::nullopt,
+                                   at::IntArrayRef stride = {1, 1}, at::IntArrayRef padding = {0, 0},
+                                   at::IntArrayRef dilation = {1, 1}, int64_t groups = 1,
+                                   int64_t deform_groups = 1);
 
 } // namespace mmops

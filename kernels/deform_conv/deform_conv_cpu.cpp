@@ -157,9 +157,7 @@ void col2im_impl(const ColumnArgs& a, const at::Tensor& grad_cols_, at::Tensor& 
   });
 }
 
-} // namespace
-
-void deform_im2col_cpu(const ColumnArgs& a, at::Tensor& cols, const DeformConvParams& p) {
+void im2col(const ColumnArgs& a, at::Tensor& cols, const DeformConvParams& p) {
   if (cols.numel() == 0) {
     return;
   }
@@ -168,8 +166,8 @@ void deform_im2col_cpu(const ColumnArgs& a, at::Tensor& cols, const DeformConvPa
                                   [&] { im2col_impl<scalar_t>(a, cols, p); });
 }
 
-void deform_col2im_cpu(const ColumnArgs& a, const at::Tensor& grad_cols, at::Tensor& grad_input,
-                       at::Tensor& grad_offset, at::Tensor& grad_mask, const DeformConvParams& p) {
+void col2im(const ColumnArgs& a, const at::Tensor& grad_cols, at::Tensor& grad_input,
+            at::Tensor& grad_offset, at::Tensor& grad_mask, const DeformConvParams& p) {
   if (a.n_count == 0) {
     return;
   }
@@ -177,6 +175,28 @@ void deform_col2im_cpu(const ColumnArgs& a, const at::Tensor& grad_cols, at::Ten
                                   "mmops::deform_conv2d col2im (CPU)", [&] {
     col2im_impl<scalar_t>(a, grad_cols, grad_input, grad_offset, grad_mask, p);
   });
+}
+
+at::Tensor channels_last(const at::Tensor& t) {
+  return t.contiguous(at::MemoryFormat::ChannelsLast);
+}
+
+// col2im owns its grad_input channels per task: deterministic.
+constexpr ColumnKernels kCpu{&im2col, &col2im, &channels_last, /*nondeterministic_grad_input=*/nullptr};
+
+} // namespace
+
+at::Tensor deform_conv2d_forward_cpu(const at::Tensor& input, const at::Tensor& offset,
+                                     const at::Tensor& mask, const at::Tensor& weight,
+                                     const at::Tensor& bias, const DeformConvParams& p) {
+  return deform_conv2d_forward_gemm(kCpu, input, offset, mask, weight, bias, p);
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> deform_conv2d_backward_cpu(
+    const at::Tensor& grad_output, const at::Tensor& input, const at::Tensor& offset,
+    const at::Tensor& mask, const at::Tensor& weight, const DeformConvParams& p,
+    std::array<bool, 5> output_mask) {
+  return deform_conv2d_backward_gemm(kCpu, grad_output, input, offset, mask, weight, p, output_mask);
 }
 
 } // namespace kernels

@@ -3,7 +3,8 @@
 // The input is read channels-last ([N, H, W, C] in memory), so the VEC
 // consecutive channels a thread handles (16 bytes: 4 float, 8 half/bfloat16,
 // 2 double) share one set of bilinear weights and come in one load per
-// neighbour. Compute is in float (double for double).
+// neighbour. Compute is in float (double for double). An NCHW input (and
+// grad_output) is made channels-last once by common/layout.h's transpose.
 //
 // im2col: one thread per VEC consecutive values of the column buffer
 // [n, H_out, W_out, K], K in (group, tap, channel) order, so the threads of a
@@ -28,6 +29,7 @@
 #include "deform_conv/deform_conv_kernels.h"
 #include "deform_conv/deform_conv_math.h"
 #include "common/cuda_helpers.cuh"
+#include "common/layout.h"
 
 #include <ATen/Dispatch.h>
 #include <ATen/OpMathType.h>
@@ -165,6 +167,27 @@ struct Col2imDividers {
   IntDivider<index_t> per_group;
 };
 
+// The (chunk image, deform group, tap, output pixel) of a col2im item.
+struct Col2imItem {
+  int64_t local, dg, k, hw, ho, wo;
+};
+
+template <typename index_t>
+__device__ __forceinline__ Col2imItem decode_item(index_t item, const Col2imDividers<index_t>& d) {
+  const auto a = d.plane.divmod(item);        // (.., hw)
+  const auto b = d.taps.divmod(a.div);        // (.., tap)
+  const auto c = d.deform_groups.divmod(b.div);  // (chunk image, deform group)
+  const auto yx = d.out_w.divmod(a.mod);
+  Col2imItem it;
+  it.hw = static_cast<int64_t>(a.mod);
+  it.k = static_cast<int64_t>(b.mod);
+  it.dg = static_cast<int64_t>(c.mod);
+  it.local = static_cast<int64_t>(c.div);
+  it.ho = static_cast<int64_t>(yx.div);
+  it.wo = static_cast<int64_t>(yx.mod);
+  return it;
+}
+
 template <typename scalar_t, typename index_t, int VEC>
 __global__ void __launch_bounds__(kThreads) col2im_kernel(
     const scalar_t* __restrict__ grad_cols,  // [n, H_out, W_out, K]
@@ -186,17 +209,13 @@ __global__ void __launch_bounds__(kThreads) col2im_kernel(
   acc_t sum_dy = 0, sum_dx = 0, sum_mask = 0, mask_value = 1;
   int64_t n = 0, dg = 0, k = 0, hw = 0;
   if (active) {
-    const auto a = d.plane.divmod(item);        // (.., hw)
-    const auto b = d.taps.divmod(a.div);        // (.., tap)
-    const auto c = d.deform_groups.divmod(b.div);  // (chunk image, deform group)
-    const auto yx = d.out_w.divmod(a.mod);
-    hw = static_cast<int64_t>(a.mod);
-    k = static_cast<int64_t>(b.mod);
-    dg = static_cast<int64_t>(c.mod);
-    const int64_t local = static_cast<int64_t>(c.div);
+    const Col2imItem it = decode_item(item, d);
+    hw = it.hw;
+    k = it.k;
+    dg = it.dg;
+    const int64_t local = it.local;
     n = g.n_begin + local;
-    const auto s = tap_sample<acc_t>(offset, mask, n, dg, k, static_cast<int64_t>(yx.div),
-                                     static_cast<int64_t>(yx.mod), p, g.height, g.width);
+    const auto s = tap_sample<acc_t>(offset, mask, n, dg, k, it.ho, it.wo, p, g.height, g.width);
     mask_value = s.mask;
     if (s.taps.any) {
       const int64_t image = n * g.height * g.width * g.channels;
@@ -313,9 +332,32 @@ unsigned int blocks_for(int64_t threads) {
   return static_cast<unsigned int>((threads + kThreads - 1) / kThreads);
 }
 
-} // namespace
+// Calls launch(index_t{}) with 32-bit indices when a launch of `threads`
+// threads allows them, else 64-bit.
+template <typename Launch>
+void with_index_type(int64_t threads, Launch&& launch) {
+  if (threads + kThreads <= kMax32) {
+    launch(static_cast<unsigned int>(0));
+  } else {
+    launch(static_cast<int64_t>(0));
+  }
+}
 
-void deform_im2col_cuda(const ColumnArgs& a, at::Tensor& cols, const DeformConvParams& p) {
+// The data the column kernels read from ColumnArgs (mask: null without one).
+template <typename scalar_t>
+struct ColumnInputs {
+  const scalar_t* input;
+  const scalar_t* offset;
+  const scalar_t* mask;
+};
+
+template <typename scalar_t>
+ColumnInputs<scalar_t> column_inputs(const ColumnArgs& a) {
+  return {a.input.const_data_ptr<scalar_t>(), a.offset.const_data_ptr<scalar_t>(),
+          a.mask.defined() ? a.mask.const_data_ptr<scalar_t>() : nullptr};
+}
+
+void im2col(const ColumnArgs& a, at::Tensor& cols, const DeformConvParams& p) {
   if (cols.numel() == 0) {
     return;
   }
@@ -324,15 +366,13 @@ void deform_im2col_cuda(const ColumnArgs& a, at::Tensor& cols, const DeformConvP
   const ColumnSizes g = column_sizes(a, p);
   AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, a.input.scalar_type(),
                                   "mmops::deform_conv2d im2col (CUDA)", [&] {
-    const scalar_t* input = a.input.const_data_ptr<scalar_t>();
-    const scalar_t* offset = a.offset.const_data_ptr<scalar_t>();
-    const scalar_t* mask = a.mask.defined() ? a.mask.const_data_ptr<scalar_t>() : nullptr;
+    const ColumnInputs<scalar_t> in = column_inputs<scalar_t>(a);
     scalar_t* out = cols.mutable_data_ptr<scalar_t>();
-    const bool wide = use_wide_vectors<scalar_t>(g, {input, out});
+    const bool wide = use_wide_vectors<scalar_t>(g, {in.input, out});
     with_vector<scalar_t>(wide, [&](auto vec_tag) {
       constexpr int VEC = decltype(vec_tag)::value;
       const int64_t total = a.n_count * g.plane * (g.columns / VEC);
-      auto launch = [&](auto index_tag) {
+      with_index_type(total, [&](auto index_tag) {
         using index_t = decltype(index_tag);
         Im2colDividers<index_t> d{
             IntDivider<index_t>(static_cast<index_t>(g.columns / VEC)),
@@ -342,20 +382,15 @@ void deform_im2col_cuda(const ColumnArgs& a, at::Tensor& cols, const DeformConvP
             IntDivider<index_t>(static_cast<index_t>(p.out_w)),
             IntDivider<index_t>(static_cast<index_t>(g.per_deform_group))};
         im2col_kernel<scalar_t, index_t, VEC><<<blocks_for(total), kThreads, 0, stream>>>(
-            input, offset, mask, out, static_cast<index_t>(total), g, d, p);
+            in.input, in.offset, in.mask, out, static_cast<index_t>(total), g, d, p);
         C10_CUDA_KERNEL_LAUNCH_CHECK();
-      };
-      if (total + kThreads <= kMax32) {
-        launch(static_cast<unsigned int>(0));
-      } else {
-        launch(static_cast<int64_t>(0));
-      }
+      });
     });
   });
 }
 
-void deform_col2im_cuda(const ColumnArgs& a, const at::Tensor& grad_cols, at::Tensor& grad_input,
-                        at::Tensor& grad_offset, at::Tensor& grad_mask, const DeformConvParams& p) {
+void col2im(const ColumnArgs& a, const at::Tensor& grad_cols, at::Tensor& grad_input,
+            at::Tensor& grad_offset, at::Tensor& grad_mask, const DeformConvParams& p) {
   if (a.n_count == 0) {
     return;
   }
@@ -365,9 +400,7 @@ void deform_col2im_cuda(const ColumnArgs& a, const at::Tensor& grad_cols, at::Te
   AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, a.input.scalar_type(),
                                   "mmops::deform_conv2d col2im (CUDA)", [&] {
     using acc_t = at::opmath_type<scalar_t>;
-    const scalar_t* input = a.input.const_data_ptr<scalar_t>();
-    const scalar_t* offset = a.offset.const_data_ptr<scalar_t>();
-    const scalar_t* mask = a.mask.defined() ? a.mask.const_data_ptr<scalar_t>() : nullptr;
+    const ColumnInputs<scalar_t> in = column_inputs<scalar_t>(a);
     const scalar_t* gcols = grad_cols.const_data_ptr<scalar_t>();
     acc_t* gin = grad_input.defined() ? grad_input.mutable_data_ptr<acc_t>() : nullptr;
     scalar_t* goff = grad_offset.defined() ? grad_offset.mutable_data_ptr<scalar_t>() : nullptr;
@@ -375,7 +408,7 @@ void deform_col2im_cuda(const ColumnArgs& a, const at::Tensor& grad_cols, at::Te
     if (gin == nullptr && goff == nullptr && gmask == nullptr) {
       return;
     }
-    const bool wide = use_wide_vectors<scalar_t>(g, {input, gcols, gin});
+    const bool wide = use_wide_vectors<scalar_t>(g, {in.input, gcols, gin});
     with_vector<scalar_t>(wide, [&](auto vec_tag) {
       constexpr int VEC = decltype(vec_tag)::value;
       // Lanes per item: the smallest power of two >= the deform group's
@@ -387,7 +420,7 @@ void deform_col2im_cuda(const ColumnArgs& a, const at::Tensor& grad_cols, at::Te
       }
       const int64_t items = a.n_count * p.deform_groups * g.taps * g.plane;
       const int64_t threads = items << lane_bits;
-      auto launch = [&](auto index_tag) {
+      with_index_type(threads, [&](auto index_tag) {
         using index_t = decltype(index_tag);
         Col2imDividers<index_t> d{
             IntDivider<index_t>(static_cast<index_t>(g.plane)),
@@ -396,16 +429,30 @@ void deform_col2im_cuda(const ColumnArgs& a, const at::Tensor& grad_cols, at::Te
             IntDivider<index_t>(static_cast<index_t>(p.out_w)),
             IntDivider<index_t>(static_cast<index_t>(g.per_group))};
         col2im_kernel<scalar_t, index_t, VEC><<<blocks_for(threads), kThreads, 0, stream>>>(
-            gcols, input, offset, mask, gin, goff, gmask, static_cast<index_t>(items), lane_bits, g, d, p);
+            gcols, in.input, in.offset, in.mask, gin, goff, gmask, static_cast<index_t>(items), lane_bits, g, d, p);
         C10_CUDA_KERNEL_LAUNCH_CHECK();
-      };
-      if (threads + kThreads <= kMax32) {
-        launch(static_cast<unsigned int>(0));
-      } else {
-        launch(static_cast<int64_t>(0));
-      }
+      });
     });
   });
+}
+
+// col2im adds into grad_input with atomic adds: the order of the float additions varies.
+constexpr ColumnKernels kCuda{&im2col, &col2im, &channels_last_cuda,
+                              /*nondeterministic_grad_input=*/"mmops::deform_conv2d_backward (CUDA)"};
+
+} // namespace
+
+at::Tensor deform_conv2d_forward_cuda(const at::Tensor& input, const at::Tensor& offset,
+                                      const at::Tensor& mask, const at::Tensor& weight,
+                                      const at::Tensor& bias, const DeformConvParams& p) {
+  return deform_conv2d_forward_gemm(kCuda, input, offset, mask, weight, bias, p);
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> deform_conv2d_backward_cuda(
+    const at::Tensor& grad_output, const at::Tensor& input, const at::Tensor& offset,
+    const at::Tensor& mask, const at::Tensor& weight, const DeformConvParams& p,
+    std::array<bool, 5> output_mask) {
+  return deform_conv2d_backward_gemm(kCuda, grad_output, input, offset, mask, weight, p, output_mask);
 }
 
 } // namespace kernels

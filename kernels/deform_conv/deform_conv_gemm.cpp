@@ -2,8 +2,8 @@
 // batch chunking and the matrix products, done as 1x1 convolutions of the
 // column buffer (cuDNN on CUDA, so half/bfloat16 use the tensor cores and
 // float32 follows torch.backends.cudnn.allow_tf32 exactly as nn.Conv2d does;
-// oneDNN or ATen's own convolution on CPU). The column kernels are in
-// deform_conv_cpu.cpp and deform_conv_cuda.cu.
+// oneDNN or ATen's own convolution on CPU). The device entry points in
+// deform_conv_cpu.cpp and deform_conv_cuda.cu call it with their column kernels.
 
 #include "deform_conv/deform_conv_kernels.h"
 
@@ -34,35 +34,6 @@ constexpr std::array<int64_t, 2> kZeros{0, 0};
 // The accumulation dtype of gradients that several terms add into.
 at::ScalarType accumulation_dtype(at::ScalarType t) {
   return (t == at::kHalf || t == at::kBFloat16) ? at::kFloat : t;
-}
-
-void im2col(const ColumnArgs& a, at::Tensor& cols, const DeformConvParams& p) {
-  if (a.input.is_cpu()) {
-    deform_im2col_cpu(a, cols, p);
-    return;
-  }
-#ifdef MMOPS_WITH_CUDA
-  if (a.input.is_cuda()) {
-    deform_im2col_cuda(a, cols, p);
-    return;
-  }
-#endif
-  TORCH_CHECK(false, "mmops::deform_conv2d: no kernel for device ", a.input.device());
-}
-
-void col2im(const ColumnArgs& a, const at::Tensor& grad_cols, at::Tensor& grad_input,
-            at::Tensor& grad_offset, at::Tensor& grad_mask, const DeformConvParams& p) {
-  if (a.input.is_cpu()) {
-    deform_col2im_cpu(a, grad_cols, grad_input, grad_offset, grad_mask, p);
-    return;
-  }
-#ifdef MMOPS_WITH_CUDA
-  if (a.input.is_cuda()) {
-    deform_col2im_cuda(a, grad_cols, grad_input, grad_offset, grad_mask, p);
-    return;
-  }
-#endif
-  TORCH_CHECK(false, "mmops::deform_conv2d: no kernel for device ", a.input.device());
 }
 
 // The column buffer budget: kColumnBytes, or for tests a smaller positive
@@ -96,9 +67,10 @@ at::Tensor as_nchw(const at::Tensor& cols) {
   return cols.permute({0, 3, 1, 2});
 }
 
-ColumnArgs column_args(const at::Tensor& input, const at::Tensor& offset, const at::Tensor& mask) {
+ColumnArgs column_args(const ColumnKernels& device, const at::Tensor& input, const at::Tensor& offset,
+                       const at::Tensor& mask) {
   ColumnArgs a;
-  a.input = input.contiguous(at::MemoryFormat::ChannelsLast);
+  a.input = device.channels_last(input);
   a.offset = offset.contiguous();
   a.mask = mask.defined() ? mask.contiguous() : at::Tensor();
   a.n_begin = 0;
@@ -114,9 +86,10 @@ struct NoAutocast {
 
 } // namespace
 
-at::Tensor deform_conv2d_forward(const at::Tensor& input, const at::Tensor& offset,
-                                 const at::Tensor& mask, const at::Tensor& weight,
-                                 const at::Tensor& bias, const DeformConvParams& p) {
+at::Tensor deform_conv2d_forward_gemm(const ColumnKernels& device, const at::Tensor& input,
+                                      const at::Tensor& offset, const at::Tensor& mask,
+                                      const at::Tensor& weight, const at::Tensor& bias,
+                                      const DeformConvParams& p) {
   NoAutocast no_autocast;
   c10::OptionalDeviceGuard device_guard(input.device());
   const int64_t batch = input.size(0), channels = input.size(1), out_channels = weight.size(0);
@@ -134,7 +107,7 @@ at::Tensor deform_conv2d_forward(const at::Tensor& input, const at::Tensor& offs
     }
     return output;
   }
-  ColumnArgs a = column_args(input, offset, mask);
+  ColumnArgs a = column_args(device, input, offset, mask);
   const at::Tensor w = weight_1x1(weight);
   const std::optional<at::Tensor> b = bias.defined() ? std::optional<at::Tensor>(bias) : std::nullopt;
   const int64_t chunk = chunk_images(batch, p.out_h * p.out_w * columns * input.element_size());
@@ -142,7 +115,7 @@ at::Tensor deform_conv2d_forward(const at::Tensor& input, const at::Tensor& offs
     a.n_begin = n0;
     a.n_count = std::min(chunk, batch - n0);
     at::Tensor cols = at::empty({a.n_count, p.out_h, p.out_w, columns}, input.options());
-    im2col(a, cols, p);
+    device.im2col(a, cols, p);
     at::Tensor out = at::conv2d(as_nchw(cols), w, b, kOnes, kZeros, kOnes, p.groups);
     if (a.n_count == batch && out.is_contiguous(format)) {
       return out;  // one chunk, already in the input's memory format
@@ -152,9 +125,9 @@ at::Tensor deform_conv2d_forward(const at::Tensor& input, const at::Tensor& offs
   return output;
 }
 
-std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> deform_conv2d_backward(
-    const at::Tensor& grad_output, const at::Tensor& input, const at::Tensor& offset,
-    const at::Tensor& mask, const at::Tensor& weight, const DeformConvParams& p,
+std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> deform_conv2d_backward_gemm(
+    const ColumnKernels& device, const at::Tensor& grad_output, const at::Tensor& input,
+    const at::Tensor& offset, const at::Tensor& mask, const at::Tensor& weight, const DeformConvParams& p,
     std::array<bool, 5> output_mask) {
   NoAutocast no_autocast;
   c10::OptionalDeviceGuard device_guard(input.device());
@@ -164,9 +137,8 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> deform_co
   const bool want_weight = output_mask[3];
   const bool want_bias = output_mask[4];
   const bool want_cols_grad = want_input || want_offset || want_mask;
-  if (want_input && input.is_cuda()) {
-    // grad_input is a scatter with atomic adds (the order of float additions varies).
-    at::globalContext().alertNotDeterministic("mmops::deform_conv2d_backward (CUDA)");
+  if (want_input && device.nondeterministic_grad_input != nullptr) {
+    at::globalContext().alertNotDeterministic(device.nondeterministic_grad_input);
   }
   const int64_t batch = input.size(0), channels = input.size(1), out_channels = weight.size(0);
   const int64_t columns = channels * p.kernel_h * p.kernel_w;  // K
@@ -186,9 +158,9 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> deform_co
   at::Tensor grad_weight_acc;  // [C_out, kh*kw*C_in/groups, 1, 1]
 
   if (batch > 0 && columns > 0 && out_channels > 0 && (want_cols_grad || want_weight)) {
-    ColumnArgs a = column_args(input, offset, mask);
+    ColumnArgs a = column_args(device, input, offset, mask);
     const at::Tensor w = weight_1x1(weight);
-    const at::Tensor go = grad_output.contiguous(at::MemoryFormat::ChannelsLast);
+    const at::Tensor go = device.channels_last(grad_output);
     const int64_t chunk = chunk_images(batch, p.out_h * p.out_w * columns * input.element_size());
     for (int64_t n0 = 0; n0 < batch; n0 += chunk) {
       a.n_begin = n0;
@@ -196,7 +168,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> deform_co
       const at::Tensor go_chunk = go.narrow(0, n0, a.n_count);
       if (want_weight) {
         at::Tensor cols = at::empty({a.n_count, p.out_h, p.out_w, columns}, options);
-        im2col(a, cols, p);
+        device.im2col(a, cols, p);
         at::Tensor gw = std::get<1>(at::convolution_backward(
             go_chunk, as_nchw(cols), w, std::nullopt, kOnes, kZeros, kOnes, /*transposed=*/false,
             kZeros, p.groups, {false, true, false}));
@@ -213,7 +185,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> deform_co
             at::conv_transpose2d(go_chunk, w, std::nullopt, kOnes, kZeros, kZeros, p.groups, kOnes)
                 .permute({0, 2, 3, 1})
                 .contiguous();
-        col2im(a, grad_cols, grad_input_acc, grad_offset, grad_mask, p);
+        device.col2im(a, grad_cols, grad_input_acc, grad_offset, grad_mask, p);
       }
     }
   }

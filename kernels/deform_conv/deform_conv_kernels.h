@@ -38,21 +38,33 @@ namespace kernels {
 // chunk holds at least one image.
 constexpr int64_t kColumnBytes = int64_t(512) << 20;
 
-// output [N, C_out, H_out, W_out] in input.suggest_memory_format(). mask and
-// bias are undefined tensors when absent. Any device with column kernels
-// (CPU, CUDA).
-at::Tensor deform_conv2d_forward(const at::Tensor& input, const at::Tensor& offset,
-                                 const at::Tensor& mask, const at::Tensor& weight,
-                                 const at::Tensor& bias, const DeformConvParams& p);
+// The entry points, one signature for both devices (src/deform_conv calls
+// them after the checks). mask and bias are undefined tensors when absent.
+//
+// forward: output [N, C_out, H_out, W_out] in input.suggest_memory_format().
+at::Tensor deform_conv2d_forward_cpu(const at::Tensor& input, const at::Tensor& offset,
+                                     const at::Tensor& mask, const at::Tensor& weight,
+                                     const at::Tensor& bias, const DeformConvParams& p);
 
-// (grad_input, grad_offset, grad_mask, grad_weight, grad_bias). output_mask
-// selects the gradients to compute, in that order; the others, and grad_mask
-// when there is no mask, are empty [0] tensors. grad_input follows
-// input.suggest_memory_format(); the others are contiguous.
-std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> deform_conv2d_backward(
+// backward: (grad_input, grad_offset, grad_mask, grad_weight, grad_bias).
+// output_mask selects the gradients to compute, in that order; the others,
+// and grad_mask when there is no mask, are empty [0] tensors. grad_input
+// follows input.suggest_memory_format(); the others are contiguous.
+std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> deform_conv2d_backward_cpu(
     const at::Tensor& grad_output, const at::Tensor& input, const at::Tensor& offset,
     const at::Tensor& mask, const at::Tensor& weight, const DeformConvParams& p,
     std::array<bool, 5> output_mask);
+
+#ifdef MMOPS_WITH_CUDA
+at::Tensor deform_conv2d_forward_cuda(const at::Tensor& input, const at::Tensor& offset,
+                                      const at::Tensor& mask, const at::Tensor& weight,
+                                      const at::Tensor& bias, const DeformConvParams& p);
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> deform_conv2d_backward_cuda(
+    const at::Tensor& grad_output, const at::Tensor& input, const at::Tensor& offset,
+    const at::Tensor& mask, const at::Tensor& weight, const DeformConvParams& p,
+    std::array<bool, 5> output_mask);
+#endif
 
 // ---------------------------------------------------------------------------
 // Column kernels, per device. Tensors:
@@ -93,15 +105,28 @@ inline ColumnSizes column_sizes(const ColumnArgs& a, const DeformConvParams& p) 
   return s;
 }
 
-void deform_im2col_cpu(const ColumnArgs& a, at::Tensor& cols, const DeformConvParams& p);
-void deform_col2im_cpu(const ColumnArgs& a, const at::Tensor& grad_cols, at::Tensor& grad_input,
-                       at::Tensor& grad_offset, at::Tensor& grad_mask, const DeformConvParams& p);
+// The device part of the entry points above: its column kernels and its
+// channels-last copy. The rest (batch chunking, the 1x1 convolutions) is one
+// implementation for both devices, in deform_conv_gemm.cpp.
+struct ColumnKernels {
+  void (*im2col)(const ColumnArgs& a, at::Tensor& cols, const DeformConvParams& p);
+  void (*col2im)(const ColumnArgs& a, const at::Tensor& grad_cols, at::Tensor& grad_input,
+                 at::Tensor& grad_offset, at::Tensor& grad_mask, const DeformConvParams& p);
+  at::Tensor (*channels_last)(const at::Tensor& t);  // t itself, or its channels-last copy
+  // When col2im adds into grad_input with atomics (the order of the float
+  // additions varies): the name alertNotDeterministic reports. Null: deterministic.
+  const char* nondeterministic_grad_input;
+};
 
-#ifdef MMOPS_WITH_CUDA
-void deform_im2col_cuda(const ColumnArgs& a, at::Tensor& cols, const DeformConvParams& p);
-void deform_col2im_cuda(const ColumnArgs& a, const at::Tensor& grad_cols, at::Tensor& grad_input,
-                        at::Tensor& grad_offset, at::Tensor& grad_mask, const DeformConvParams& p);
-#endif
+at::Tensor deform_conv2d_forward_gemm(const ColumnKernels& device, const at::Tensor& input,
+                                      const at::Tensor& offset, const at::Tensor& mask,
+                                      const at::Tensor& weight, const at::Tensor& bias,
+                                      const DeformConvParams& p);
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> deform_conv2d_backward_gemm(
+    const ColumnKernels& device, const at::Tensor& grad_output, const at::Tensor& input,
+    const at::Tensor& offset, const at::Tensor& mask, const at::Tensor& weight, const DeformConvParams& p,
+    std::array<bool, 5> output_mask);
 
 } // namespace kernels
 } // namespace mmops

@@ -9,8 +9,9 @@
 // [B, Q, M, L, P]; output [B, Q, M * D].
 //
 // A level whose rows [start, start + H * W) do not lie inside [0, S) (or with
-// a negative H or W) contributes 0 and receives no gradient: the CPU callers
-// reject such levels before, the CUDA kernels guard them (no host sync).
+// a negative H or W) contributes 0 and receives no gradient: the callers
+// reject such levels first where the index policy says so (always on CPU),
+// the CUDA kernels guard them (no host sync).
 
 #include <ATen/core/Tensor.h>
 
@@ -41,9 +42,6 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> ms_deform_attn_backward_cuda(
     const at::Tensor& grad_output, const at::Tensor& value, const at::Tensor& spatial_shapes,
     const at::Tensor& level_start_index, const at::Tensor& sampling_locations,
     const at::Tensor& attention_weights);
-
-// True while the current CUDA stream is capturing a graph (no sync allowed).
-bool ms_deform_attn_stream_is_capturing();
 #endif
 
 } // namespace kernels

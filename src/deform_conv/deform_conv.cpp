@@ -5,6 +5,7 @@
 // deform_conv_meta.cpp and autograd in deform_conv_autograd.cpp.
 
 #include "deform_conv/deform_conv_ops.h"
+#include "common/dispatch.h"
 
 #include <mmops/deform_conv.h>
 
@@ -35,45 +36,43 @@ TORCH_LIBRARY_FRAGMENT(mmops, m) {
 namespace mmops {
 namespace {
 
-constexpr const char* kV1 = "mmops::deform_conv2d: ";
-constexpr const char* kV2 = "mmops::modulated_deform_conv2d: ";
-constexpr const char* kBackward = "mmops::_deform_conv2d_backward: ";
-
 at::Tensor value_or_undefined(const std::optional<at::Tensor>& t) {
   return t.has_value() ? *t : at::Tensor();
 }
 
-// Dispatcher entry points (the same for CPU and CUDA: the kernels pick the
-// device's column kernels).
-at::Tensor deform_conv2d_kernel(const at::Tensor& input, const at::Tensor& offset, const at::Tensor& weight,
-                                const std::optional<at::Tensor>& bias, c10::SymIntArrayRef stride,
-                                c10::SymIntArrayRef padding, c10::SymIntArrayRef dilation, int64_t groups,
-                                int64_t deform_groups) {
-  const detail::DeformConvChecked c = detail::check_deform_conv2d(
-      kV1, input, offset, nullptr, weight, bias, stride, padding, dilation, groups, deform_groups);
-  return kernels::deform_conv2d_forward(input, offset, at::Tensor(), weight, value_or_undefined(bias), c.params);
+// The device entries: validation (as the meta kernels), then the kernel (CPU
+// or CUDA). There are no indices in tensor data, so no index policy.
+
+template <auto Kernel>
+at::Tensor deform_conv2d_entry(const at::Tensor& input, const at::Tensor& offset, const at::Tensor& weight,
+                               const std::optional<at::Tensor>& bias, c10::SymIntArrayRef stride,
+                               c10::SymIntArrayRef padding, c10::SymIntArrayRef dilation, int64_t groups,
+                               int64_t deform_groups) {
+  const detail::DeformConvChecked c =
+      detail::check_deform_conv2d(input, offset, weight, bias, stride, padding, dilation, groups, deform_groups);
+  return Kernel(input, offset, at::Tensor(), weight, value_or_undefined(bias), c.params);
 }
 
-at::Tensor modulated_deform_conv2d_kernel(const at::Tensor& input, const at::Tensor& offset,
-                                          const at::Tensor& mask, const at::Tensor& weight,
-                                          const std::optional<at::Tensor>& bias, c10::SymIntArrayRef stride,
-                                          c10::SymIntArrayRef padding, c10::SymIntArrayRef dilation,
-                                          int64_t groups, int64_t deform_groups) {
-  const detail::DeformConvChecked c = detail::check_deform_conv2d(
-      kV2, input, offset, &mask, weight, bias, stride, padding, dilation, groups, deform_groups);
-  return kernels::deform_conv2d_forward(input, offset, mask, weight, value_or_undefined(bias), c.params);
+template <auto Kernel>
+at::Tensor modulated_deform_conv2d_entry(const at::Tensor& input, const at::Tensor& offset,
+                                         const at::Tensor& mask, const at::Tensor& weight,
+                                         const std::optional<at::Tensor>& bias, c10::SymIntArrayRef stride,
+                                         c10::SymIntArrayRef padding, c10::SymIntArrayRef dilation,
+                                         int64_t groups, int64_t deform_groups) {
+  const detail::DeformConvChecked c = detail::check_modulated_deform_conv2d(
+      input, offset, mask, weight, bias, stride, padding, dilation, groups, deform_groups);
+  return Kernel(input, offset, mask, weight, value_or_undefined(bias), c.params);
 }
 
-std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> deform_conv2d_backward_kernel(
+template <auto Kernel>
+std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> backward_entry(
     const at::Tensor& grad_output, const at::Tensor& input, const at::Tensor& offset,
     const std::optional<at::Tensor>& mask, const at::Tensor& weight, c10::SymIntArrayRef stride,
     c10::SymIntArrayRef padding, c10::SymIntArrayRef dilation, int64_t groups, int64_t deform_groups,
     std::array<bool, 5> output_mask) {
-  const at::Tensor m = value_or_undefined(mask);
   const detail::DeformConvChecked c = detail::check_deform_conv2d_backward(
-      kBackward, grad_output, input, offset, m.defined() ? &m : nullptr, weight, stride, padding, dilation,
-      groups, deform_groups);
-  return kernels::deform_conv2d_backward(grad_output, input, offset, m, weight, c.params, output_mask);
+      grad_output, input, offset, mask, weight, stride, padding, dilation, groups, deform_groups);
+  return Kernel(grad_output, input, offset, value_or_undefined(mask), weight, c.params, output_mask);
 }
 
 } // namespace
@@ -82,32 +81,34 @@ at::Tensor deform_conv2d(const at::Tensor& input, const at::Tensor& offset, cons
                          const std::optional<at::Tensor>& bias, at::IntArrayRef stride,
                          at::IntArrayRef padding, at::IntArrayRef dilation, int64_t groups,
                          int64_t deform_groups) {
-  return ops::deform_conv2d(input, offset, weight, bias, c10::fromIntArrayRefSlow(stride),
-                            c10::fromIntArrayRefSlow(padding), c10::fromIntArrayRefSlow(dilation), groups,
-                            deform_groups);
+  static const auto op = detail::op_handle<DeformConv2dFn>("mmops::deform_conv2d");
+  return op.call(input, offset, weight, bias, c10::fromIntArrayRefSlow(stride),
+                 c10::fromIntArrayRefSlow(padding), c10::fromIntArrayRefSlow(dilation), groups, deform_groups);
 }
 
 at::Tensor modulated_deform_conv2d(const at::Tensor& input, const at::Tensor& offset, const at::Tensor& mask,
                                    const at::Tensor& weight, const std::optional<at::Tensor>& bias,
                                    at::IntArrayRef stride, at::IntArrayRef padding, at::IntArrayRef dilation,
                                    int64_t groups, int64_t deform_groups) {
-  return ops::modulated_deform_conv2d(input, offset, mask, weight, bias, c10::fromIntArrayRefSlow(stride),
-                                      c10::fromIntArrayRefSlow(padding), c10::fromIntArrayRefSlow(dilation),
-                                      groups, deform_groups);
+  static const auto op = detail::op_handle<ModulatedDeformConv2dFn>("mmops::modulated_deform_conv2d");
+  return op.call(input, offset, mask, weight, bias, c10::fromIntArrayRefSlow(stride),
+                 c10::fromIntArrayRefSlow(padding), c10::fromIntArrayRefSlow(dilation), groups, deform_groups);
 }
 
 } // namespace mmops
 
 TORCH_LIBRARY_IMPL(mmops, CPU, m) {
-  m.impl("deform_conv2d", &mmops::deform_conv2d_kernel);
-  m.impl("modulated_deform_conv2d", &mmops::modulated_deform_conv2d_kernel);
-  m.impl("_deform_conv2d_backward", &mmops::deform_conv2d_backward_kernel);
+  using namespace mmops;
+  m.impl("deform_conv2d", &deform_conv2d_entry<kernels::deform_conv2d_forward_cpu>);
+  m.impl("modulated_deform_conv2d", &modulated_deform_conv2d_entry<kernels::deform_conv2d_forward_cpu>);
+  m.impl("_deform_conv2d_backward", &backward_entry<kernels::deform_conv2d_backward_cpu>);
 }
 
 #ifdef MMOPS_WITH_CUDA
 TORCH_LIBRARY_IMPL(mmops, CUDA, m) {
-  m.impl("deform_conv2d", &mmops::deform_conv2d_kernel);
-  m.impl("modulated_deform_conv2d", &mmops::modulated_deform_conv2d_kernel);
-  m.impl("_deform_conv2d_backward", &mmops::deform_conv2d_backward_kernel);
+  using namespace mmops;
+  m.impl("deform_conv2d", &deform_conv2d_entry<kernels::deform_conv2d_forward_cuda>);
+  m.impl("modulated_deform_conv2d", &modulated_deform_conv2d_entry<kernels::deform_conv2d_forward_cuda>);
+  m.impl("_deform_conv2d_backward", &backward_entry<kernels::deform_conv2d_backward_cuda>);
 }
 #endif

@@ -4,11 +4,11 @@
 // mmops::_deform_conv2d_backward for the gradients that are needed.
 
 #include "deform_conv/deform_conv_ops.h"
+#include "common/autograd_utils.h"
+#include "common/dispatch.h"
 
 #include <torch/autograd.h>
 #include <torch/library.h>
-
-#include <string>
 
 namespace mmops {
 namespace {
@@ -20,16 +20,6 @@ const char* op_name(bool has_mask) {
   return has_mask ? "mmops::modulated_deform_conv2d" : "mmops::deform_conv2d";
 }
 
-void save_pair(AutogradContext* ctx, const char* name, c10::SymIntArrayRef values) {
-  for (size_t d = 0; d < 2; ++d) {
-    ctx->saved_data[std::string(name) + std::to_string(d)] = values[d];
-  }
-}
-
-std::vector<c10::SymInt> load_pair(AutogradContext* ctx, const char* name) {
-  return {ctx->saved_data[std::string(name) + "0"].toSymInt(), ctx->saved_data[std::string(name) + "1"].toSymInt()};
-}
-
 class DeformConv2dFunction : public torch::autograd::Function<DeformConv2dFunction> {
  public:
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& input, const at::Tensor& offset,
@@ -37,32 +27,31 @@ class DeformConv2dFunction : public torch::autograd::Function<DeformConv2dFuncti
                             const std::optional<at::Tensor>& bias, c10::SymIntArrayRef stride,
                             c10::SymIntArrayRef padding, c10::SymIntArrayRef dilation, int64_t groups,
                             int64_t deform_groups) {
+    static const auto v1 = detail::op_handle<DeformConv2dFn>("mmops::deform_conv2d");
+    static const auto v2 = detail::op_handle<ModulatedDeformConv2dFn>("mmops::modulated_deform_conv2d");
     at::AutoDispatchBelowADInplaceOrView below_autograd;
     const bool has_mask = mask.has_value() && mask->defined();
     const bool has_bias = bias.has_value() && bias->defined();
     at::Tensor output = has_mask
-        ? ops::modulated_deform_conv2d(input, offset, *mask, weight, bias, stride, padding, dilation, groups,
-                                       deform_groups)
-        : ops::deform_conv2d(input, offset, weight, bias, stride, padding, dilation, groups, deform_groups);
+        ? v2.call(input, offset, *mask, weight, bias, stride, padding, dilation, groups, deform_groups)
+        : v1.call(input, offset, weight, bias, stride, padding, dilation, groups, deform_groups);
     ctx->save_for_backward({input, offset, has_mask ? *mask : at::Tensor(), weight});
     ctx->saved_data["has_mask"] = has_mask;
     ctx->saved_data["has_bias"] = has_bias;
-    save_pair(ctx, "stride", stride);
-    save_pair(ctx, "padding", padding);
-    save_pair(ctx, "dilation", dilation);
+    detail::save_sizes(ctx, "stride", stride);
+    detail::save_sizes(ctx, "padding", padding);
+    detail::save_sizes(ctx, "dilation", dilation);
     ctx->saved_data["groups"] = groups;
     ctx->saved_data["deform_groups"] = deform_groups;
     return output;
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list grad_outputs) {
+    static const auto backward_op = detail::op_handle<DeformConv2dBackwardFn>("mmops::_deform_conv2d_backward");
     const bool has_mask = ctx->saved_data["has_mask"].toBool();
     const bool has_bias = ctx->saved_data["has_bias"].toBool();
     const at::Tensor& grad_output = grad_outputs[0];
-    // The backward is not itself differentiable here; refuse instead of
-    // returning a silently wrong zero second derivative.
-    TORCH_CHECK(!(grad_output.requires_grad() && at::GradMode::is_enabled()), op_name(has_mask),
-                ": double backward is not implemented");
+    detail::refuse_double_backward(op_name(has_mask), grad_output);
     const variable_list saved = ctx->get_saved_variables();
     // Edges are the tensor arguments that were given: input, offset, [mask], weight, [bias].
     size_t edge = 0;
@@ -75,11 +64,9 @@ class DeformConv2dFunction : public torch::autograd::Function<DeformConv2dFuncti
     if (has_mask) {
       mask = saved[2];
     }
-    const std::vector<c10::SymInt> stride = load_pair(ctx, "stride");
-    const std::vector<c10::SymInt> padding = load_pair(ctx, "padding");
-    const std::vector<c10::SymInt> dilation = load_pair(ctx, "dilation");
-    auto [grad_input, grad_offset, grad_mask, grad_weight, grad_bias] = ops::deform_conv2d_backward(
-        grad_output, saved[0], saved[1], mask, saved[3], stride, padding, dilation,
+    auto [grad_input, grad_offset, grad_mask, grad_weight, grad_bias] = backward_op.call(
+        grad_output, saved[0], saved[1], mask, saved[3], detail::saved_sizes(ctx, "stride"),
+        detail::saved_sizes(ctx, "padding"), detail::saved_sizes(ctx, "dilation"),
         ctx->saved_data["groups"].toInt(), ctx->saved_data["deform_groups"].toInt(),
         {need_input, need_offset, need_mask, need_weight, need_bias});
     auto keep = [](bool needed, const at::Tensor& g) { return needed ? g : at::Tensor(); };

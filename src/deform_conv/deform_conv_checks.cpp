@@ -16,6 +16,11 @@ namespace mmops {
 namespace detail {
 namespace {
 
+// The prefixes of the error messages.
+constexpr const char* kDeformConv2dOp = "mmops::deform_conv2d: ";
+constexpr const char* kModulatedDeformConv2dOp = "mmops::modulated_deform_conv2d: ";
+constexpr const char* kDeformConv2dBackwardOp = "mmops::_deform_conv2d_backward: ";
+
 std::string text_of(c10::SymIntArrayRef values) {
   std::ostringstream s;
   s << values;
@@ -133,13 +138,11 @@ DeformConvChecked check_common(const char* op, const at::Tensor& input, const at
   return r;
 }
 
-} // namespace
-
-DeformConvChecked check_deform_conv2d(const char* op, const at::Tensor& input, const at::Tensor& offset,
-                                      const at::Tensor* mask, const at::Tensor& weight,
-                                      const std::optional<at::Tensor>& bias, c10::SymIntArrayRef stride,
-                                      c10::SymIntArrayRef padding, c10::SymIntArrayRef dilation,
-                                      int64_t groups, int64_t deform_groups) {
+DeformConvChecked check_forward(const char* op, const at::Tensor& input, const at::Tensor& offset,
+                                const at::Tensor* mask, const at::Tensor& weight,
+                                const std::optional<at::Tensor>& bias, c10::SymIntArrayRef stride,
+                                c10::SymIntArrayRef padding, c10::SymIntArrayRef dilation, int64_t groups,
+                                int64_t deform_groups) {
   DeformConvChecked r =
       check_common(op, input, offset, mask, weight, stride, padding, dilation, groups, deform_groups);
   if (bias.has_value() && bias->defined()) {
@@ -149,14 +152,34 @@ DeformConvChecked check_deform_conv2d(const char* op, const at::Tensor& input, c
   return r;
 }
 
-DeformConvChecked check_deform_conv2d_backward(const char* op, const at::Tensor& grad_output,
-                                               const at::Tensor& input, const at::Tensor& offset,
-                                               const at::Tensor* mask, const at::Tensor& weight,
-                                               c10::SymIntArrayRef stride, c10::SymIntArrayRef padding,
-                                               c10::SymIntArrayRef dilation, int64_t groups,
-                                               int64_t deform_groups) {
-  DeformConvChecked r =
-      check_common(op, input, offset, mask, weight, stride, padding, dilation, groups, deform_groups);
+} // namespace
+
+DeformConvChecked check_deform_conv2d(const at::Tensor& input, const at::Tensor& offset, const at::Tensor& weight,
+                                      const std::optional<at::Tensor>& bias, c10::SymIntArrayRef stride,
+                                      c10::SymIntArrayRef padding, c10::SymIntArrayRef dilation,
+                                      int64_t groups, int64_t deform_groups) {
+  return check_forward(kDeformConv2dOp, input, offset, nullptr, weight, bias, stride, padding, dilation, groups,
+                       deform_groups);
+}
+
+DeformConvChecked check_modulated_deform_conv2d(const at::Tensor& input, const at::Tensor& offset,
+                                                const at::Tensor& mask, const at::Tensor& weight,
+                                                const std::optional<at::Tensor>& bias, c10::SymIntArrayRef stride,
+                                                c10::SymIntArrayRef padding, c10::SymIntArrayRef dilation,
+                                                int64_t groups, int64_t deform_groups) {
+  return check_forward(kModulatedDeformConv2dOp, input, offset, &mask, weight, bias, stride, padding, dilation,
+                       groups, deform_groups);
+}
+
+DeformConvChecked check_deform_conv2d_backward(const at::Tensor& grad_output, const at::Tensor& input,
+                                               const at::Tensor& offset, const std::optional<at::Tensor>& mask,
+                                               const at::Tensor& weight, c10::SymIntArrayRef stride,
+                                               c10::SymIntArrayRef padding, c10::SymIntArrayRef dilation,
+                                               int64_t groups, int64_t deform_groups) {
+  const char* op = kDeformConv2dBackwardOp;
+  const bool has_mask = mask.has_value() && mask->defined();
+  DeformConvChecked r = check_common(op, input, offset, has_mask ? &*mask : nullptr, weight, stride, padding,
+                                     dilation, groups, deform_groups);
   check_companion(op, "grad_output", grad_output, input);
   check_shape(op, "grad_output", "[N, C_out, H_out, W_out]", grad_output, r.output_shape);
   return r;

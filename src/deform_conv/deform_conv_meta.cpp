@@ -12,17 +12,18 @@
 namespace mmops {
 namespace {
 
-constexpr const char* kV1 = "mmops::deform_conv2d: ";
-constexpr const char* kV2 = "mmops::modulated_deform_conv2d: ";
-constexpr const char* kBackward = "mmops::_deform_conv2d_backward: ";
+// The output (and grad_input) have the input's memory format, as the kernels return them.
+at::Tensor like_input(c10::SymIntArrayRef shape, const at::Tensor& input) {
+  return at::empty_symint(shape, input.options(), input.suggest_memory_format());
+}
 
 at::Tensor deform_conv2d_meta(const at::Tensor& input, const at::Tensor& offset, const at::Tensor& weight,
                               const std::optional<at::Tensor>& bias, c10::SymIntArrayRef stride,
                               c10::SymIntArrayRef padding, c10::SymIntArrayRef dilation, int64_t groups,
                               int64_t deform_groups) {
-  const detail::DeformConvChecked c = detail::check_deform_conv2d(
-      kV1, input, offset, nullptr, weight, bias, stride, padding, dilation, groups, deform_groups);
-  return at::empty_symint(c.output_shape, input.options(), input.suggest_memory_format());
+  const detail::DeformConvChecked c =
+      detail::check_deform_conv2d(input, offset, weight, bias, stride, padding, dilation, groups, deform_groups);
+  return like_input(c.output_shape, input);
 }
 
 at::Tensor modulated_deform_conv2d_meta(const at::Tensor& input, const at::Tensor& offset,
@@ -30,9 +31,9 @@ at::Tensor modulated_deform_conv2d_meta(const at::Tensor& input, const at::Tenso
                                         const std::optional<at::Tensor>& bias, c10::SymIntArrayRef stride,
                                         c10::SymIntArrayRef padding, c10::SymIntArrayRef dilation,
                                         int64_t groups, int64_t deform_groups) {
-  const detail::DeformConvChecked c = detail::check_deform_conv2d(
-      kV2, input, offset, &mask, weight, bias, stride, padding, dilation, groups, deform_groups);
-  return at::empty_symint(c.output_shape, input.options(), input.suggest_memory_format());
+  const detail::DeformConvChecked c = detail::check_modulated_deform_conv2d(
+      input, offset, mask, weight, bias, stride, padding, dilation, groups, deform_groups);
+  return like_input(c.output_shape, input);
 }
 
 std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> deform_conv2d_backward_meta(
@@ -40,13 +41,13 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> deform_co
     const std::optional<at::Tensor>& mask, const at::Tensor& weight, c10::SymIntArrayRef stride,
     c10::SymIntArrayRef padding, c10::SymIntArrayRef dilation, int64_t groups, int64_t deform_groups,
     std::array<bool, 5> output_mask) {
+  detail::check_deform_conv2d_backward(grad_output, input, offset, mask, weight, stride, padding, dilation, groups,
+                                       deform_groups);
   const bool has_mask = mask.has_value() && mask->defined();
-  detail::check_deform_conv2d_backward(kBackward, grad_output, input, offset, has_mask ? &*mask : nullptr,
-                                       weight, stride, padding, dilation, groups, deform_groups);
   const at::TensorOptions options = input.options();
   auto none = [&] { return at::empty_symint({0}, options); };
   return {
-      output_mask[0] ? at::empty_symint(input.sym_sizes(), options, input.suggest_memory_format()) : none(),
+      output_mask[0] ? like_input(input.sym_sizes(), input) : none(),
       output_mask[1] ? at::empty_symint(offset.sym_sizes(), options) : none(),
       output_mask[2] && has_mask ? at::empty_symint(mask->sym_sizes(), options) : none(),
       output_mask[3] ? at::empty_symint(weight.sym_sizes(), options) : none(),

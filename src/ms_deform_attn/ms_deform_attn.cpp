@@ -5,6 +5,8 @@
 // and autograd in ms_deform_attn_autograd.cpp.
 
 #include "ms_deform_attn/ms_deform_attn_ops.h"
+#include "common/dispatch.h"
+#include "common/index_policy.h"
 
 #include <mmops/ms_deform_attn.h>
 
@@ -26,31 +28,35 @@ TORCH_LIBRARY_FRAGMENT(mmops, m) {
 namespace mmops {
 namespace {
 
-constexpr const char* kOp = "mmops::ms_deform_attn: ";
+// The device entries: validation (as the meta kernels), the level table when
+// the index policy says so, then the kernel (CPU or CUDA).
 
-// Dispatcher entry points, one instance per device: validate, then call that
-// device's kernel.
-
-template <auto Forward>
-at::Tensor forward_kernel(const at::Tensor& value, const at::Tensor& spatial_shapes,
-                          const at::Tensor& level_start_index, const at::Tensor& sampling_locations,
-                          const at::Tensor& attention_weights) {
-  detail::check_ms_deform_attn_forward(kOp, value, spatial_shapes, level_start_index, sampling_locations,
-                                       attention_weights);
-  detail::check_levels_if_needed(kOp, spatial_shapes, level_start_index, value.size(1));
-  return Forward(value, spatial_shapes, level_start_index, sampling_locations, attention_weights);
+void check_level_table(const at::Tensor& value, const at::Tensor& spatial_shapes,
+                       const at::Tensor& level_start_index) {
+  if (detail::should_validate_indices(spatial_shapes)) {
+    detail::check_levels(spatial_shapes, level_start_index, value.size(1));
+  }
 }
 
-template <auto Backward>
-std::tuple<at::Tensor, at::Tensor, at::Tensor> backward_kernel(
+template <auto Kernel>
+at::Tensor forward_entry(const at::Tensor& value, const at::Tensor& spatial_shapes,
+                         const at::Tensor& level_start_index, const at::Tensor& sampling_locations,
+                         const at::Tensor& attention_weights) {
+  detail::check_ms_deform_attn_forward(value, spatial_shapes, level_start_index, sampling_locations,
+                                       attention_weights);
+  check_level_table(value, spatial_shapes, level_start_index);
+  return Kernel(value, spatial_shapes, level_start_index, sampling_locations, attention_weights);
+}
+
+template <auto Kernel>
+std::tuple<at::Tensor, at::Tensor, at::Tensor> backward_entry(
     const at::Tensor& grad_output, const at::Tensor& value, const at::Tensor& spatial_shapes,
     const at::Tensor& level_start_index, const at::Tensor& sampling_locations,
     const at::Tensor& attention_weights) {
-  detail::check_ms_deform_attn_backward(kOp, grad_output, value, spatial_shapes, level_start_index,
-                                        sampling_locations, attention_weights);
-  detail::check_levels_if_needed(kOp, spatial_shapes, level_start_index, value.size(1));
-  return Backward(grad_output, value, spatial_shapes, level_start_index, sampling_locations,
-                  attention_weights);
+  detail::check_ms_deform_attn_backward(grad_output, value, spatial_shapes, level_start_index, sampling_locations,
+                                        attention_weights);
+  check_level_table(value, spatial_shapes, level_start_index);
+  return Kernel(grad_output, value, spatial_shapes, level_start_index, sampling_locations, attention_weights);
 }
 
 } // namespace
@@ -58,22 +64,22 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> backward_kernel(
 at::Tensor ms_deform_attn(const at::Tensor& value, const at::Tensor& spatial_shapes,
                           const at::Tensor& level_start_index, const at::Tensor& sampling_locations,
                           const at::Tensor& attention_weights) {
-  return ops::ms_deform_attn(value, spatial_shapes, level_start_index, sampling_locations,
-                             attention_weights);
+  static const auto op = detail::op_handle<MsDeformAttnFn>("mmops::ms_deform_attn");
+  return op.call(value, spatial_shapes, level_start_index, sampling_locations, attention_weights);
 }
 
 } // namespace mmops
 
 TORCH_LIBRARY_IMPL(mmops, CPU, m) {
   using namespace mmops;
-  m.impl("ms_deform_attn", &forward_kernel<kernels::ms_deform_attn_forward_cpu>);
-  m.impl("_ms_deform_attn_backward", &backward_kernel<kernels::ms_deform_attn_backward_cpu>);
+  m.impl("ms_deform_attn", &forward_entry<kernels::ms_deform_attn_forward_cpu>);
+  m.impl("_ms_deform_attn_backward", &backward_entry<kernels::ms_deform_attn_backward_cpu>);
 }
 
 #ifdef MMOPS_WITH_CUDA
 TORCH_LIBRARY_IMPL(mmops, CUDA, m) {
   using namespace mmops;
-  m.impl("ms_deform_attn", &forward_kernel<kernels::ms_deform_attn_forward_cuda>);
-  m.impl("_ms_deform_attn_backward", &backward_kernel<kernels::ms_deform_attn_backward_cuda>);
+  m.impl("ms_deform_attn", &forward_entry<kernels::ms_deform_attn_forward_cuda>);
+  m.impl("_ms_deform_attn_backward", &backward_entry<kernels::ms_deform_attn_backward_cuda>);
 }
 #endif

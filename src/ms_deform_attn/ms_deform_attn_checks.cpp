@@ -4,8 +4,6 @@
 #include "ms_deform_attn/ms_deform_attn_ops.h"
 #include "common/check_utils.h"
 
-#include <mmops/config.h>
-
 #include <c10/core/SymInt.h>
 
 #include <limits>
@@ -13,6 +11,9 @@
 namespace mmops {
 namespace detail {
 namespace {
+
+// The prefix of every ms_deform_attn error message.
+constexpr const char* kOp = "mmops::ms_deform_attn: ";
 
 void check_floating_like_value(const char* op, const char* name, const at::Tensor& t, const at::Tensor& value) {
   TORCH_CHECK(t.scalar_type() == value.scalar_type(), op, "expected ", name, " to have the dtype of value (",
@@ -30,9 +31,10 @@ void check_index_tensor(const char* op, const char* name, const at::Tensor& t, c
 
 } // namespace
 
-void check_ms_deform_attn_forward(const char* op, const at::Tensor& value, const at::Tensor& spatial_shapes,
+void check_ms_deform_attn_forward(const at::Tensor& value, const at::Tensor& spatial_shapes,
                                   const at::Tensor& level_start_index, const at::Tensor& sampling_locations,
                                   const at::Tensor& attention_weights) {
+  const char* op = kOp;
   // Ranks first: the size checks below index dimensions.
   TORCH_CHECK(value.dim() == 4, op,
               "expected value to be a 4-D tensor [batch, num_values, num_heads, head_dim], but got shape ",
@@ -87,12 +89,12 @@ void check_ms_deform_attn_forward(const char* op, const at::Tensor& value, const
   }
 }
 
-void check_ms_deform_attn_backward(const char* op, const at::Tensor& grad_output, const at::Tensor& value,
+void check_ms_deform_attn_backward(const at::Tensor& grad_output, const at::Tensor& value,
                                    const at::Tensor& spatial_shapes, const at::Tensor& level_start_index,
                                    const at::Tensor& sampling_locations,
                                    const at::Tensor& attention_weights) {
-  check_ms_deform_attn_forward(op, value, spatial_shapes, level_start_index, sampling_locations,
-                               attention_weights);
+  const char* op = kOp;
+  check_ms_deform_attn_forward(value, spatial_shapes, level_start_index, sampling_locations, attention_weights);
   TORCH_CHECK(grad_output.dim() == 3, op,
               "expected grad_output to be a 3-D tensor [batch, num_queries, num_heads * head_dim], but got shape ",
               shape_of(grad_output));
@@ -105,22 +107,8 @@ void check_ms_deform_attn_backward(const char* op, const at::Tensor& grad_output
                   shape_of(grad_output));
 }
 
-void check_levels_if_needed(const char* op, const at::Tensor& spatial_shapes,
-                            const at::Tensor& level_start_index, int64_t rows) {
-  bool needed = strict_index_check();
-  if (spatial_shapes.is_cpu()) {
-    needed = true;
-  }
-#ifdef MMOPS_WITH_CUDA
-  if (spatial_shapes.is_cuda() && kernels::ms_deform_attn_stream_is_capturing()) {
-    needed = false;  // no synchronisation while a graph is captured
-  }
-#endif
-  if (!needed) {
-    return;
-  }
-  // The level table lives in tensor data: reading it is a device-to-host copy
-  // for CUDA tensors, hence only in strict mode there.
+void check_levels(const at::Tensor& spatial_shapes, const at::Tensor& level_start_index, int64_t rows) {
+  const char* op = kOp;
   const at::Tensor shapes = spatial_shapes.to(at::kCPU).contiguous();
   const at::Tensor starts = level_start_index.to(at::kCPU).contiguous();
   const int64_t* hw = shapes.const_data_ptr<int64_t>();

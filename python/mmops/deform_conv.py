@@ -1,8 +1,9 @@
 """Deformable convolution: functional wrappers and mmcv's nn.Modules.
 
 torch.ops.mmops.deform_conv2d (DCNv1) and torch.ops.mmops.modulated_deform_conv2d
-(DCNv2); see the README for the semantics. The modules keep mmcv's names,
-constructor arguments, attributes and initialisation, and are TorchScript-scriptable.
+(DCNv2); see docs/ops/deform_conv2d.md and docs/ops/modulated_deform_conv2d.md for
+the semantics. The modules keep mmcv's names, constructor arguments, attributes
+and initialisation, call the functional wrappers and are TorchScript-scriptable.
 """
 
 import math
@@ -11,22 +12,13 @@ from typing import List, Optional, Tuple, Union
 import torch
 from torch import Tensor, nn
 
-_IntPair = Union[int, Tuple[int, int], List[int]]
+from ._utils import IntPair as _IntPair
+from ._utils import pair
 
 
-def _pair_of(value: _IntPair, name: str) -> Tuple[int, int]:
-    if isinstance(value, int):
-        return (value, value)
-    values = tuple(int(v) for v in value)
-    if len(values) != 2:
-        raise ValueError(f"mmops: {name} must be an int or a pair, got {value}")
-    return values  # type: ignore[return-value]
-
-
-def _geometry(stride: _IntPair, padding: _IntPair, dilation: _IntPair) -> List[List[int]]:
+def _geometry(stride: _IntPair, padding: _IntPair, dilation: _IntPair) -> Tuple[List[int], List[int], List[int]]:
     """stride, padding and dilation as the ops' [h, w] lists."""
-    return [list(_pair_of(stride, "stride")), list(_pair_of(padding, "padding")),
-            list(_pair_of(dilation, "dilation"))]
+    return pair(stride, "stride"), pair(padding, "padding"), pair(dilation, "dilation")
 
 
 def deform_conv2d(
@@ -48,7 +40,8 @@ def deform_conv2d(
     [N, C_out, H_out, W_out]. Unlike mmcv's function, bias comes fourth (as in
     the op's schema and torchvision) and there is no im2col_step.
     """
-    return torch.ops.mmops.deform_conv2d(input, offset, weight, bias, *_geometry(stride, padding, dilation),
+    stride_hw, padding_hw, dilation_hw = _geometry(stride, padding, dilation)
+    return torch.ops.mmops.deform_conv2d(input, offset, weight, bias, stride_hw, padding_hw, dilation_hw,
                                          int(groups), int(deform_groups))
 
 
@@ -68,9 +61,9 @@ def modulated_deform_conv2d(
 
     As deform_conv2d, each sample multiplied by mask [N, deform_groups * kh * kw, H_out, W_out].
     """
-    return torch.ops.mmops.modulated_deform_conv2d(input, offset, mask, weight, bias,
-                                                   *_geometry(stride, padding, dilation), int(groups),
-                                                   int(deform_groups))
+    stride_hw, padding_hw, dilation_hw = _geometry(stride, padding, dilation)
+    return torch.ops.mmops.modulated_deform_conv2d(input, offset, mask, weight, bias, stride_hw, padding_hw,
+                                                   dilation_hw, int(groups), int(deform_groups))
 
 
 def _check_channels(cls: str, in_channels: int, out_channels: int, groups: int, deform_groups: int) -> None:
@@ -89,10 +82,11 @@ def _init_conv_geometry(module: nn.Module, in_channels: int, out_channels: int, 
     _check_channels(type(module).__name__, in_channels, out_channels, groups, deform_groups)
     module.in_channels = in_channels
     module.out_channels = out_channels
-    module.kernel_size = _pair_of(kernel_size, "kernel_size")
-    module.stride = _pair_of(stride, "stride")
-    module.padding = _pair_of(padding, "padding")
-    module.dilation = _pair_of(dilation, "dilation")
+    # tuples, as mmcv's (and nn.Conv2d's) attributes
+    module.kernel_size = tuple(pair(kernel_size, "kernel_size"))
+    module.stride = tuple(pair(stride, "stride"))
+    module.padding = tuple(pair(padding, "padding"))
+    module.dilation = tuple(pair(dilation, "dilation"))
     module.groups = groups
     module.deform_groups = deform_groups
     # compatibility with nn.Conv2d
@@ -155,11 +149,12 @@ class DeformConv2d(nn.Module):
     def reset_parameters(self) -> None:
         nn.init.kaiming_uniform_(self.weight, nonlinearity="relu")
 
+    def _deform(self, x: Tensor, offset: Tensor) -> Tensor:
+        return deform_conv2d(x.to(offset.dtype), offset, self.weight.to(offset.dtype), None, self.stride,
+                             self.padding, self.dilation, self.groups, self.deform_groups)
+
     def forward(self, x: Tensor, offset: Tensor) -> Tensor:
-        return torch.ops.mmops.deform_conv2d(
-            x.to(offset.dtype), offset, self.weight.to(offset.dtype), None,
-            [self.stride[0], self.stride[1]], [self.padding[0], self.padding[1]],
-            [self.dilation[0], self.dilation[1]], self.groups, self.deform_groups)
+        return self._deform(x, offset)
 
     def extra_repr(self) -> str:
         return (f"in_channels={self.in_channels}, out_channels={self.out_channels}, "
@@ -184,11 +179,7 @@ class DeformConv2dPack(DeformConv2d):
         nn.init.zeros_(self.conv_offset.bias)
 
     def forward(self, x: Tensor) -> Tensor:  # type: ignore[override]
-        offset = self.conv_offset(x)
-        return torch.ops.mmops.deform_conv2d(
-            x.to(offset.dtype), offset, self.weight.to(offset.dtype), None,
-            [self.stride[0], self.stride[1]], [self.padding[0], self.padding[1]],
-            [self.dilation[0], self.dilation[1]], self.groups, self.deform_groups)
+        return self._deform(x, self.conv_offset(x))
 
     def _load_from_state_dict(self, state_dict, prefix, local_metadata, strict, missing_keys,
                               unexpected_keys, error_msgs):
@@ -238,11 +229,9 @@ class ModulatedDeformConv2d(nn.Module):
     def _deform(self, x: Tensor, offset: Tensor, mask: Tensor) -> Tensor:
         dtype = offset.dtype
         bias = self.bias
-        return torch.ops.mmops.modulated_deform_conv2d(
-            x.to(dtype), offset, mask.to(dtype), self.weight.to(dtype),
-            bias.to(dtype) if bias is not None else None,
-            [self.stride[0], self.stride[1]], [self.padding[0], self.padding[1]],
-            [self.dilation[0], self.dilation[1]], self.groups, self.deform_groups)
+        return modulated_deform_conv2d(x.to(dtype), offset, mask.to(dtype), self.weight.to(dtype),
+                                       bias.to(dtype) if bias is not None else None, self.stride, self.padding,
+                                       self.dilation, self.groups, self.deform_groups)
 
     def forward(self, x: Tensor, offset: Tensor, mask: Tensor) -> Tensor:
         return self._deform(x, offset, mask)

@@ -16,7 +16,7 @@ def ms_deform_attn(
     sampling_locations: Tensor,
     attention_weights: Tensor,
 ) -> Tensor:
-    """mmcv's ``MultiScaleDeformableAttnFunction.apply`` (see README).
+    """mmcv's ``MultiScaleDeformableAttnFunction.apply`` (see docs/ops/ms_deform_attn.md).
 
     value [B, S, M, D] (M heads of D channels; the levels' H_l x W_l maps
     flattened row-major one after the other), spatial_shapes [L, 2] int64
@@ -145,8 +145,8 @@ class MultiScaleDeformableAttention(nn.Module):
                              "but got " + str(reference_points.shape[-1]))
         if level_start_index is None:
             level_start_index = _level_start_index(spatial_shapes)
-        output = torch.ops.mmops.ms_deform_attn(value, spatial_shapes, level_start_index,
-                                                locations.to(value.dtype), weights.to(value.dtype))
+        output = ms_deform_attn(value, spatial_shapes, level_start_index, locations.to(value.dtype),
+                                weights.to(value.dtype))
         output = self.output_proj(output)
         if not self.batch_first:
             output = output.permute(1, 0, 2)
