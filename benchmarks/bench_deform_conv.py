@@ -135,8 +135,9 @@ def mm_call(x, offset, mask, weight, bias, op):
 
 
 def tv_call(x, offset, mask, weight, bias, op):
-    return tv_deform_conv2d(x, offset, weight, bias, padding=(PADDING, PADDING),
-                            mask=mask if op == "modulated" else None)
+    return tv_deform_conv2d(
+        x, offset, weight, bias, padding=(PADDING, PADDING), mask=mask if op == "modulated" else None
+    )
 
 
 def leaves_of(tensors, op):
@@ -179,8 +180,9 @@ def bench_config(case, dtype_name, layout_name, op, device, timer, problems, ref
     base = make_inputs(case)
     tensors = [t.to(device=device, dtype=dtype) for t in base]
     tensors[0] = tensors[0].contiguous(memory_format=fmt)
-    grad_out = torch.randn((case.shape[0], case.out_channels) + case.shape[2:],
-                           generator=torch.Generator().manual_seed(1)).to(device=device, dtype=dtype)
+    grad_out = torch.randn(
+        (case.shape[0], case.out_channels) + case.shape[2:], generator=torch.Generator().manual_seed(1)
+    ).to(device=device, dtype=dtype)
     req = [t.detach().clone(memory_format=torch.preserve_format).requires_grad_(True) for t in tensors]
     with cudnn_tf32(tf32):
         # --- correctness ---------------------------------------------------
@@ -201,8 +203,9 @@ def bench_config(case, dtype_name, layout_name, op, device, timer, problems, ref
             row.check = f"{worst:.0e}"
             if worst > TOLERANCE[dtype_name]:
                 row.check += " !"
-                problems.append(f"{label}: mmops vs float64 torchvision: rel err {worst:.2e} "
-                                f"(tol {TOLERANCE[dtype_name]:.0e})")
+                problems.append(
+                    f"{label}: mmops vs float64 torchvision: rel err {worst:.2e} (tol {TOLERANCE[dtype_name]:.0e})"
+                )
         else:
             row.check = "n/a"
         del out, grads
@@ -224,13 +227,35 @@ def bench_config(case, dtype_name, layout_name, op, device, timer, problems, ref
 
 
 def print_table(rows: list[Row]) -> None:
-    header = ["case", "dtype", "layout", "op", "conv2d fwd ms",
-              "torchvision fwd ms", "mmops fwd ms", "ratio",
-              "torchvision fwd+bwd ms", "mmops fwd+bwd ms", "ratio", "rel err"]
+    header = [
+        "case",
+        "dtype",
+        "layout",
+        "op",
+        "conv2d fwd ms",
+        "torchvision fwd ms",
+        "mmops fwd ms",
+        "ratio",
+        "torchvision fwd+bwd ms",
+        "mmops fwd+bwd ms",
+        "ratio",
+        "rel err",
+    ]
     cells = [
-        [r.case, r.dtype, r.layout, r.op, fmt_ms(r.conv_fwd),
-         fmt_ms(r.tv_fwd), fmt_ms(r.mm_fwd), fmt_ratio(r.tv_fwd, r.mm_fwd),
-         fmt_ms(r.tv_fb), fmt_ms(r.mm_fb), fmt_ratio(r.tv_fb, r.mm_fb), r.check]
+        [
+            r.case,
+            r.dtype,
+            r.layout,
+            r.op,
+            fmt_ms(r.conv_fwd),
+            fmt_ms(r.tv_fwd),
+            fmt_ms(r.mm_fwd),
+            fmt_ratio(r.tv_fwd, r.mm_fwd),
+            fmt_ms(r.tv_fb),
+            fmt_ms(r.mm_fb),
+            fmt_ratio(r.tv_fb, r.mm_fb),
+            r.check,
+        ]
         for r in rows
     ]
     print_columns(header, cells, left=4)
@@ -240,13 +265,22 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     add_run_arguments(parser, iters=ITERS, warmup=WARMUP)
     # parse_list raises argparse.ArgumentTypeError: argparse reports a bad item itself
-    parser.add_argument("--dtypes", type=functools.partial(parse_list, choices=DTYPES),
-                        help="comma-separated of fp32/tf32,fp32/ieee,bf16,fp16 "
-                             "(default: fp32/tf32,fp32/ieee,bf16 on cuda, fp32/ieee on cpu)")
-    parser.add_argument("--layouts", type=functools.partial(parse_list, choices=LAYOUTS),
-                        help="comma-separated of contiguous,channels_last (default: both)")
-    parser.add_argument("--ops", type=functools.partial(parse_list, choices=OPS),
-                        help="comma-separated of modulated,plain (default: modulated on cpu, both on cuda)")
+    parser.add_argument(
+        "--dtypes",
+        type=functools.partial(parse_list, choices=DTYPES),
+        help="comma-separated of fp32/tf32,fp32/ieee,bf16,fp16 "
+        "(default: fp32/tf32,fp32/ieee,bf16 on cuda, fp32/ieee on cpu)",
+    )
+    parser.add_argument(
+        "--layouts",
+        type=functools.partial(parse_list, choices=LAYOUTS),
+        help="comma-separated of contiguous,channels_last (default: both)",
+    )
+    parser.add_argument(
+        "--ops",
+        type=functools.partial(parse_list, choices=OPS),
+        help="comma-separated of modulated,plain (default: modulated on cpu, both on cuda)",
+    )
     args = parser.parse_args()
 
     run = resolve_run(parser, args, iters=ITERS, warmup=WARMUP)
@@ -258,14 +292,20 @@ def main() -> int:
 
     where = torch.cuda.get_device_name(device) if cuda else f"cpu, {torch.get_num_threads()} threads"
     tv_version = torchvision.__version__ if torchvision is not None else "not installed"
-    print(f"deform_conv2d benchmark on {where}: torch {torch.__version__}, torchvision {tv_version}, "
-          f"mmops from {getattr(mmops, 'library_path', '?')}")
-    print(f"median of {iters} iterations after {warmup} warm-ups; ratio = torchvision / mmops (>1: mmops faster); "
-          f"rel err = worst max|mmops - ref| / max|ref| over output and gradients, ref = torchvision float64")
+    print(
+        f"deform_conv2d benchmark on {where}: torch {torch.__version__}, torchvision {tv_version}, "
+        f"mmops from {getattr(mmops, 'library_path', '?')}"
+    )
+    print(
+        f"median of {iters} iterations after {warmup} warm-ups; ratio = torchvision / mmops (>1: mmops faster); "
+        f"rel err = worst max|mmops - ref| / max|ref| over output and gradients, ref = torchvision float64"
+    )
     for c in cases:
         n, ch, h, w = c.shape
-        print(f"  {c.name:14s} input {n}x{ch}x{h}x{w}, weight {c.out_channels}x{ch}x{KERNEL}x{KERNEL}, "
-              f"stride 1, padding {PADDING}, bias, deform_groups 1")
+        print(
+            f"  {c.name:14s} input {n}x{ch}x{h}x{w}, weight {c.out_channels}x{ch}x{KERNEL}x{KERNEL}, "
+            f"stride 1, padding {PADDING}, bias, deform_groups 1"
+        )
     print()
 
     timer = Timer(device, iters, warmup)

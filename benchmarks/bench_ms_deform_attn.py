@@ -159,8 +159,9 @@ def bench_config(case: Case, dtype_name: str, device, timer, problems) -> Row:
     row = Row(case.name, dtype_name)
     value, shapes, starts, loc, attn = make_inputs(case)
     levels = list(case.levels)
-    go = torch.randn(case.batch, case.num_queries, case.heads * case.head_dim,
-                     generator=torch.Generator().manual_seed(1))
+    go = torch.randn(
+        case.batch, case.num_queries, case.heads * case.head_dim, generator=torch.Generator().manual_seed(1)
+    )
     v, lo, a, g = (t.to(device=device, dtype=dtype) for t in (value, loc, attn, go))
     ss, st = shapes.to(device), starts.to(device)
 
@@ -196,8 +197,12 @@ def bench_config(case: Case, dtype_name: str, device, timer, problems) -> Row:
     on_kink = (pixel - pixel.round()).abs() < 1e-4
     ref_loc = torch.where(on_kink, torch.zeros_like(ref_grads[1]), ref_grads[1])
     mm_loc = torch.where(on_kink, torch.zeros_like(ref_loc), grads[1].double())
-    errs = [rel_err(out, ref_out), rel_err(grads[0], ref_grads[0]), rel_err(mm_loc, ref_loc),
-            rel_err(grads[2], ref_grads[2])]
+    errs = [
+        rel_err(out, ref_out),
+        rel_err(grads[0], ref_grads[0]),
+        rel_err(mm_loc, ref_loc),
+        rel_err(grads[2], ref_grads[2]),
+    ]
     row.check = "/".join(f"{e:.0e}" for e in errs)
     tol_fwd, tol_bwd = TOLERANCE[dtype]
     if errs[0] > tol_fwd or max(errs[1:]) > tol_bwd:
@@ -215,10 +220,31 @@ def bench_config(case: Case, dtype_name: str, device, timer, problems) -> Row:
 
 
 def print_table(rows: list[Row]) -> None:
-    header = ["case", "dtype", "composite fwd ms", "mmops fwd ms", "ratio",
-              "composite fwd+bwd ms", "mmops fwd+bwd ms", "ratio", "rel err out/value/loc/attn"]
-    cells = [[r.case, r.dtype, fmt_ms(r.base_fwd), fmt_ms(r.mm_fwd), fmt_ratio(r.base_fwd, r.mm_fwd),
-              fmt_ms(r.base_fb), fmt_ms(r.mm_fb), fmt_ratio(r.base_fb, r.mm_fb), r.check] for r in rows]
+    header = [
+        "case",
+        "dtype",
+        "composite fwd ms",
+        "mmops fwd ms",
+        "ratio",
+        "composite fwd+bwd ms",
+        "mmops fwd+bwd ms",
+        "ratio",
+        "rel err out/value/loc/attn",
+    ]
+    cells = [
+        [
+            r.case,
+            r.dtype,
+            fmt_ms(r.base_fwd),
+            fmt_ms(r.mm_fwd),
+            fmt_ratio(r.base_fwd, r.mm_fwd),
+            fmt_ms(r.base_fb),
+            fmt_ms(r.mm_fb),
+            fmt_ratio(r.base_fb, r.mm_fb),
+            r.check,
+        ]
+        for r in rows
+    ]
     print_columns(header, cells, left=2)
 
 
@@ -226,8 +252,11 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     add_run_arguments(parser, iters=ITERS, warmup=WARMUP)
     # parse_list raises argparse.ArgumentTypeError: argparse reports a bad item itself
-    parser.add_argument("--dtypes", type=functools.partial(parse_list, choices=DTYPES),
-                        help="comma-separated of fp32,bf16,fp16 (default: fp32,bf16 on cuda, fp32 on cpu)")
+    parser.add_argument(
+        "--dtypes",
+        type=functools.partial(parse_list, choices=DTYPES),
+        help="comma-separated of fp32,bf16,fp16 (default: fp32,bf16 on cuda, fp32 on cpu)",
+    )
     args = parser.parse_args()
 
     run = resolve_run(parser, args, iters=ITERS, warmup=WARMUP)
@@ -236,15 +265,21 @@ def main() -> int:
     dtypes = args.dtypes or (["fp32", "bf16"] if cuda else ["fp32"])
 
     where = torch.cuda.get_device_name(device) if cuda else f"cpu, {torch.get_num_threads()} threads"
-    print(f"ms_deform_attn benchmark on {where}: torch {torch.__version__}, "
-          f"mmops from {getattr(mmops, 'library_path', '?')}")
-    print(f"median of {iters} iterations after {warmup} warm-ups; ratio = composite / mmops (>1: mmops faster); "
-          "composite = per-level F.grid_sample + weighted sum (mmcv's multi_scale_deformable_attn_pytorch); "
-          "fwd+bwd = gradients of value, locations and weights")
+    print(
+        f"ms_deform_attn benchmark on {where}: torch {torch.__version__}, "
+        f"mmops from {getattr(mmops, 'library_path', '?')}"
+    )
+    print(
+        f"median of {iters} iterations after {warmup} warm-ups; ratio = composite / mmops (>1: mmops faster); "
+        "composite = per-level F.grid_sample + weighted sum (mmcv's multi_scale_deformable_attn_pytorch); "
+        "fwd+bwd = gradients of value, locations and weights"
+    )
     for c in cases:
         maps = "/".join(f"{h}x{w}" for h, w in c.levels)
-        print(f"  {c.name:8s} B {c.batch}, levels {maps} (S {c.rows}), heads {c.heads}, head_dim {c.head_dim}, "
-              f"points {c.points}, queries {c.num_queries}")
+        print(
+            f"  {c.name:8s} B {c.batch}, levels {maps} (S {c.rows}), heads {c.heads}, head_dim {c.head_dim}, "
+            f"points {c.points}, queries {c.num_queries}"
+        )
     print()
 
     timer = Timer(device, iters, warmup)

@@ -31,9 +31,7 @@ class RoIHead(nn.Module):
         seed: int = 0,
     ) -> None:
         super().__init__()
-        self.roi_align = mmops.RoIAlign(
-            POOL_SIZE, spatial_scale=SPATIAL_SCALE, sampling_ratio=SAMPLING_RATIO
-        )
+        self.roi_align = mmops.RoIAlign(POOL_SIZE, spatial_scale=SPATIAL_SCALE, sampling_ratio=SAMPLING_RATIO)
         self.conv = nn.Conv2d(in_channels, conv_channels, 3, padding=1)
         self.fc = nn.Linear(conv_channels * POOL_SIZE * POOL_SIZE, hidden)
         self.cls = nn.Linear(hidden, num_classes)
@@ -46,12 +44,8 @@ class RoIHead(nn.Module):
         for layer in (self.conv, self.fc, self.cls):
             fan_in = layer.weight[0].numel()
             bound = 1.0 / fan_in**0.5
-            layer.weight.copy_(
-                torch.empty(layer.weight.shape).uniform_(-bound, bound, generator=gen)
-            )
-            layer.bias.copy_(
-                torch.empty(layer.bias.shape).uniform_(-bound, bound, generator=gen)
-            )
+            layer.weight.copy_(torch.empty(layer.weight.shape).uniform_(-bound, bound, generator=gen))
+            layer.bias.copy_(torch.empty(layer.bias.shape).uniform_(-bound, bound, generator=gen))
 
     def forward(self, features: torch.Tensor, rois: torch.Tensor) -> torch.Tensor:
         x = self.roi_align(features, rois)  # [K, C, 7, 7]

@@ -25,8 +25,8 @@ namespace mmops {
 // memory format (channels_last in, channels_last out).
 at::Tensor deform_conv2d(const at::Tensor& input, const at::Tensor& offset, const at::Tensor& weight,
                          const std::optional<at::Tensor>& bias = std::nullopt, at::IntArrayRef stride = {1, 1},
-                         at::IntArrayRef padding = {0, 0}, at::IntArrayRef dilation = {1, 1},
-                         int64_t groups = 1, int64_t deform_groups = 1);
+                         at::IntArrayRef padding = {0, 0}, at::IntArrayRef dilation = {1, 1}, int64_t groups = 1,
+                         int64_t deform_groups = 1);
 
 // Modulated deformable convolution (DCNv2): as deform_conv2d (same arguments
 // and defaults), each sample multiplied by mask[n, g * kh * kw + k, ho, wo].
@@ -34,7 +34,6 @@ at::Tensor deform_conv2d(const at::Tensor& input, const at::Tensor& offset, cons
 at::Tensor modulated_deform_conv2d(const at::Tensor& input, const at::Tensor& offset, const at::Tensor& mask,
                                    const at::Tensor& weight, const std::optional<at::Tensor>& bias = std::nullopt,
                                    at::IntArrayRef stride = {1, 1}, at::IntArrayRef padding = {0, 0},
-                                   at::IntArrayRef dilation = {1, 1}, int64_t groups = 1,
-                                   int64_t deform_groups = 1);
+                                   at::IntArrayRef dilation = {1, 1}, int64_t groups = 1, int64_t deform_groups = 1);
 
 } // namespace mmops

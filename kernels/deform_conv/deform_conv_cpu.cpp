@@ -80,8 +80,8 @@ void im2col_impl(const ColumnArgs& a, at::Tensor& cols, const DeformConvParams& 
 }
 
 template <typename scalar_t>
-void col2im_impl(const ColumnArgs& a, const at::Tensor& grad_cols_, at::Tensor& grad_input_,
-                 at::Tensor& grad_offset_, at::Tensor& grad_mask_, const DeformConvParams& p) {
+void col2im_impl(const ColumnArgs& a, const at::Tensor& grad_cols_, at::Tensor& grad_input_, at::Tensor& grad_offset_,
+                 at::Tensor& grad_mask_, const DeformConvParams& p) {
   using acc_t = at::opmath_type<scalar_t>;
   const ColumnSizes s = column_sizes(a, p);
   const scalar_t* input = a.input.const_data_ptr<scalar_t>();
@@ -111,8 +111,8 @@ void col2im_impl(const ColumnArgs& a, const at::Tensor& grad_cols_, at::Tensor& 
             for (int i = 0; i < 4; ++i) {
               values[i] = touches(t.taps, i) ? input + image_offset + t.taps.offset[i] * s.channels : zeros.data();
               scatter[i] = grad_input != nullptr && t.taps.weight[i] != acc_t(0)
-                  ? grad_input + image_offset + t.taps.offset[i] * s.channels
-                  : nullptr;
+                               ? grad_input + image_offset + t.taps.offset[i] * s.channels
+                               : nullptr;
             }
             for_each_run(c0, c0 + s.per_deform_group, k, s, [&](int64_t cb, int64_t ce, int64_t col) {
               const scalar_t* src = grad_row + col - cb;
@@ -161,20 +161,17 @@ void im2col(const ColumnArgs& a, at::Tensor& cols, const DeformConvParams& p) {
   if (cols.numel() == 0) {
     return;
   }
-  AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, a.input.scalar_type(),
-                                  "mmops::deform_conv2d im2col (CPU)",
+  AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, a.input.scalar_type(), "mmops::deform_conv2d im2col (CPU)",
                                   [&] { im2col_impl<scalar_t>(a, cols, p); });
 }
 
-void col2im(const ColumnArgs& a, const at::Tensor& grad_cols, at::Tensor& grad_input,
-            at::Tensor& grad_offset, at::Tensor& grad_mask, const DeformConvParams& p) {
+void col2im(const ColumnArgs& a, const at::Tensor& grad_cols, at::Tensor& grad_input, at::Tensor& grad_offset,
+            at::Tensor& grad_mask, const DeformConvParams& p) {
   if (a.n_count == 0) {
     return;
   }
-  AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, a.input.scalar_type(),
-                                  "mmops::deform_conv2d col2im (CPU)", [&] {
-    col2im_impl<scalar_t>(a, grad_cols, grad_input, grad_offset, grad_mask, p);
-  });
+  AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, a.input.scalar_type(), "mmops::deform_conv2d col2im (CPU)",
+                                  [&] { col2im_impl<scalar_t>(a, grad_cols, grad_input, grad_offset, grad_mask, p); });
 }
 
 at::Tensor channels_last(const at::Tensor& t) {
@@ -186,16 +183,14 @@ constexpr ColumnKernels kCpu{&im2col, &col2im, &channels_last, /*nondeterministi
 
 } // namespace
 
-at::Tensor deform_conv2d_forward_cpu(const at::Tensor& input, const at::Tensor& offset,
-                                     const at::Tensor& mask, const at::Tensor& weight,
-                                     const at::Tensor& bias, const DeformConvParams& p) {
+at::Tensor deform_conv2d_forward_cpu(const at::Tensor& input, const at::Tensor& offset, const at::Tensor& mask,
+                                     const at::Tensor& weight, const at::Tensor& bias, const DeformConvParams& p) {
   return deform_conv2d_forward_gemm(kCpu, input, offset, mask, weight, bias, p);
 }
 
 std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> deform_conv2d_backward_cpu(
-    const at::Tensor& grad_output, const at::Tensor& input, const at::Tensor& offset,
-    const at::Tensor& mask, const at::Tensor& weight, const DeformConvParams& p,
-    std::array<bool, 5> output_mask) {
+    const at::Tensor& grad_output, const at::Tensor& input, const at::Tensor& offset, const at::Tensor& mask,
+    const at::Tensor& weight, const DeformConvParams& p, std::array<bool, 5> output_mask) {
   return deform_conv2d_backward_gemm(kCpu, grad_output, input, offset, mask, weight, p, output_mask);
 }
 

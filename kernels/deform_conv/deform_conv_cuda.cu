@@ -26,17 +26,17 @@
 // Index decomposition uses 32-bit magic-number division when the launch has
 // fewer than 2^31 threads, else 64-bit.
 
-#include "deform_conv/deform_conv_kernels.h"
-#include "deform_conv/deform_conv_math.h"
 #include "common/cuda_helpers.cuh"
 #include "common/layout.h"
+#include "deform_conv/deform_conv_kernels.h"
+#include "deform_conv/deform_conv_math.h"
 
 #include <ATen/Dispatch.h>
 #include <ATen/OpMathType.h>
-#include <ATen/cuda/detail/IntegerDivider.cuh>
 #include <c10/cuda/CUDAException.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
+#include <ATen/cuda/detail/IntegerDivider.cuh>
 
 #include <cstdint>
 #include <initializer_list>
@@ -68,29 +68,29 @@ constexpr int wide_vector() {
 
 template <typename index_t>
 struct Im2colDividers {
-  IntDivider<index_t> row_vectors;    // K / VEC: vectors per output pixel
-  IntDivider<index_t> group_vectors;  // (C / groups) / VEC
-  IntDivider<index_t> taps;           // kh * kw
-  IntDivider<index_t> plane;          // H_out * W_out
+  IntDivider<index_t> row_vectors;   // K / VEC: vectors per output pixel
+  IntDivider<index_t> group_vectors; // (C / groups) / VEC
+  IntDivider<index_t> taps;          // kh * kw
+  IntDivider<index_t> plane;         // H_out * W_out
   IntDivider<index_t> out_w;
   IntDivider<index_t> per_deform_group;
 };
 
 template <typename scalar_t, typename index_t, int VEC>
-__global__ void __launch_bounds__(kThreads) im2col_kernel(
-    const scalar_t* __restrict__ input,   // [N, H, W, C]
-    const scalar_t* __restrict__ offset,  // [N, 2*dg*kh*kw, H_out, W_out]
-    const scalar_t* __restrict__ mask,    // [N, dg*kh*kw, H_out, W_out] or null
-    scalar_t* __restrict__ cols,          // [n, H_out, W_out, K]
-    index_t total, ColumnSizes g, Im2colDividers<index_t> d, DeformConvParams p) {
+__global__ void __launch_bounds__(kThreads)
+    im2col_kernel(const scalar_t* __restrict__ input,  // [N, H, W, C]
+                  const scalar_t* __restrict__ offset, // [N, 2*dg*kh*kw, H_out, W_out]
+                  const scalar_t* __restrict__ mask,   // [N, dg*kh*kw, H_out, W_out] or null
+                  scalar_t* __restrict__ cols,         // [n, H_out, W_out, K]
+                  index_t total, ColumnSizes g, Im2colDividers<index_t> d, DeformConvParams p) {
   using acc_t = at::opmath_type<scalar_t>;
   using PackT = Pack<scalar_t, VEC>;
   const index_t idx = static_cast<index_t>(blockIdx.x) * static_cast<index_t>(blockDim.x) + threadIdx.x;
   if (idx >= total) {
     return;
   }
-  const auto pixel = d.row_vectors.divmod(idx);           // (chunk pixel, vector in its row)
-  const auto in_group = d.group_vectors.divmod(pixel.mod);  // (group * taps + tap, vector in group)
+  const auto pixel = d.row_vectors.divmod(idx);            // (chunk pixel, vector in its row)
+  const auto in_group = d.group_vectors.divmod(pixel.mod); // (group * taps + tap, vector in group)
   const auto group_tap = d.taps.divmod(in_group.div);      // (group, tap)
   const auto image = d.plane.divmod(pixel.div);            // (chunk image, hw)
   const auto hw = d.out_w.divmod(image.mod);               // (ho, wo)
@@ -98,8 +98,7 @@ __global__ void __launch_bounds__(kThreads) im2col_kernel(
   const int64_t dg = d.per_deform_group.div(c);
   const int64_t n = g.n_begin + static_cast<int64_t>(image.div);
   const auto s = tap_sample<acc_t>(offset, mask, n, dg, static_cast<int64_t>(group_tap.mod),
-                                   static_cast<int64_t>(hw.div), static_cast<int64_t>(hw.mod), p,
-                                   g.height, g.width);
+                                   static_cast<int64_t>(hw.div), static_cast<int64_t>(hw.mod), p, g.height, g.width);
   acc_t acc[VEC];
 #pragma unroll
   for (int v = 0; v < VEC; ++v) {
@@ -160,7 +159,7 @@ __device__ inline void atomic_add_vector(acc_t* address, const acc_t (&values)[V
 
 template <typename index_t>
 struct Col2imDividers {
-  IntDivider<index_t> plane;  // H_out * W_out
+  IntDivider<index_t> plane; // H_out * W_out
   IntDivider<index_t> taps;
   IntDivider<index_t> deform_groups;
   IntDivider<index_t> out_w;
@@ -174,9 +173,9 @@ struct Col2imItem {
 
 template <typename index_t>
 __device__ __forceinline__ Col2imItem decode_item(index_t item, const Col2imDividers<index_t>& d) {
-  const auto a = d.plane.divmod(item);        // (.., hw)
-  const auto b = d.taps.divmod(a.div);        // (.., tap)
-  const auto c = d.deform_groups.divmod(b.div);  // (chunk image, deform group)
+  const auto a = d.plane.divmod(item);          // (.., hw)
+  const auto b = d.taps.divmod(a.div);          // (.., tap)
+  const auto c = d.deform_groups.divmod(b.div); // (chunk image, deform group)
   const auto yx = d.out_w.divmod(a.mod);
   Col2imItem it;
   it.hw = static_cast<int64_t>(a.mod);
@@ -189,14 +188,14 @@ __device__ __forceinline__ Col2imItem decode_item(index_t item, const Col2imDivi
 }
 
 template <typename scalar_t, typename index_t, int VEC>
-__global__ void __launch_bounds__(kThreads) col2im_kernel(
-    const scalar_t* __restrict__ grad_cols,  // [n, H_out, W_out, K]
-    const scalar_t* __restrict__ input,      // [N, H, W, C]
-    const scalar_t* __restrict__ offset, const scalar_t* __restrict__ mask,
-    at::opmath_type<scalar_t>* __restrict__ grad_input,  // [N, H, W, C] or null
-    scalar_t* __restrict__ grad_offset,                  // or null
-    scalar_t* __restrict__ grad_mask,                    // or null
-    index_t items, int lane_bits, ColumnSizes g, Col2imDividers<index_t> d, DeformConvParams p) {
+__global__ void __launch_bounds__(kThreads)
+    col2im_kernel(const scalar_t* __restrict__ grad_cols, // [n, H_out, W_out, K]
+                  const scalar_t* __restrict__ input,     // [N, H, W, C]
+                  const scalar_t* __restrict__ offset, const scalar_t* __restrict__ mask,
+                  at::opmath_type<scalar_t>* __restrict__ grad_input, // [N, H, W, C] or null
+                  scalar_t* __restrict__ grad_offset,                 // or null
+                  scalar_t* __restrict__ grad_mask,                   // or null
+                  index_t items, int lane_bits, ColumnSizes g, Col2imDividers<index_t> d, DeformConvParams p) {
   using acc_t = at::opmath_type<scalar_t>;
   using PackT = Pack<scalar_t, VEC>;
   const index_t tid = static_cast<index_t>(blockIdx.x) * static_cast<index_t>(blockDim.x) + threadIdx.x;
@@ -221,11 +220,12 @@ __global__ void __launch_bounds__(kThreads) col2im_kernel(
       const int64_t image = n * g.height * g.width * g.channels;
       const scalar_t* grad_row = grad_cols + (local * g.plane + hw) * g.columns;
       const int64_t first = dg * g.per_deform_group;
-      for (int64_t cc = static_cast<int64_t>(lane) * VEC; cc < g.per_deform_group; cc += static_cast<int64_t>(lanes) * VEC) {
+      for (int64_t cc = static_cast<int64_t>(lane) * VEC; cc < g.per_deform_group;
+           cc += static_cast<int64_t>(lanes) * VEC) {
         const int64_t ch = first + cc;
         const int64_t group = static_cast<int64_t>(d.per_group.div(static_cast<index_t>(ch)));
-        const PackT gcol = load_readonly(reinterpret_cast<const PackT*>(
-            grad_row + column(ch, group, k, g.taps, g.per_group)));
+        const PackT gcol =
+            load_readonly(reinterpret_cast<const PackT*>(grad_row + column(ch, group, k, g.taps, g.per_group)));
         acc_t gv[VEC];
 #pragma unroll
         for (int v = 0; v < VEC; ++v) {
@@ -249,9 +249,10 @@ __global__ void __launch_bounds__(kThreads) col2im_kernel(
           PackT values[4];
 #pragma unroll
           for (int t = 0; t < 4; ++t) {
-            values[t] = touches(s.taps, t)
-                ? load_readonly(reinterpret_cast<const PackT*>(input + image + s.taps.offset[t] * g.channels + ch))
-                : PackT{};
+            values[t] =
+                touches(s.taps, t)
+                    ? load_readonly(reinterpret_cast<const PackT*>(input + image + s.taps.offset[t] * g.channels + ch))
+                    : PackT{};
           }
 #pragma unroll
           for (int v = 0; v < VEC; ++v) {
@@ -272,7 +273,7 @@ __global__ void __launch_bounds__(kThreads) col2im_kernel(
     }
   }
   if (!coordinates) {
-    return;  // uniform over the launch: no shuffle below
+    return; // uniform over the launch: no shuffle below
   }
   // Reduce over the item's lanes (aligned groups of `lanes` lanes of a warp);
   // every lane of the warp takes part.
@@ -364,76 +365,74 @@ void im2col(const ColumnArgs& a, at::Tensor& cols, const DeformConvParams& p) {
   c10::cuda::CUDAGuard device_guard(a.input.device());
   cudaStream_t stream = c10::cuda::getCurrentCUDAStream();
   const ColumnSizes g = column_sizes(a, p);
-  AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, a.input.scalar_type(),
-                                  "mmops::deform_conv2d im2col (CUDA)", [&] {
-    const ColumnInputs<scalar_t> in = column_inputs<scalar_t>(a);
-    scalar_t* out = cols.mutable_data_ptr<scalar_t>();
-    const bool wide = use_wide_vectors<scalar_t>(g, {in.input, out});
-    with_vector<scalar_t>(wide, [&](auto vec_tag) {
-      constexpr int VEC = decltype(vec_tag)::value;
-      const int64_t total = a.n_count * g.plane * (g.columns / VEC);
-      with_index_type(total, [&](auto index_tag) {
-        using index_t = decltype(index_tag);
-        Im2colDividers<index_t> d{
-            IntDivider<index_t>(static_cast<index_t>(g.columns / VEC)),
-            IntDivider<index_t>(static_cast<index_t>(g.per_group / VEC)),
-            IntDivider<index_t>(static_cast<index_t>(g.taps)),
-            IntDivider<index_t>(static_cast<index_t>(g.plane)),
-            IntDivider<index_t>(static_cast<index_t>(p.out_w)),
-            IntDivider<index_t>(static_cast<index_t>(g.per_deform_group))};
-        im2col_kernel<scalar_t, index_t, VEC><<<blocks_for(total), kThreads, 0, stream>>>(
-            in.input, in.offset, in.mask, out, static_cast<index_t>(total), g, d, p);
-        C10_CUDA_KERNEL_LAUNCH_CHECK();
+  AT_DISPATCH_FLOATING_TYPES_AND2(
+      at::kHalf, at::kBFloat16, a.input.scalar_type(), "mmops::deform_conv2d im2col (CUDA)", [&] {
+        const ColumnInputs<scalar_t> in = column_inputs<scalar_t>(a);
+        scalar_t* out = cols.mutable_data_ptr<scalar_t>();
+        const bool wide = use_wide_vectors<scalar_t>(g, {in.input, out});
+        with_vector<scalar_t>(wide, [&](auto vec_tag) {
+          constexpr int VEC = decltype(vec_tag)::value;
+          const int64_t total = a.n_count * g.plane * (g.columns / VEC);
+          with_index_type(total, [&](auto index_tag) {
+            using index_t = decltype(index_tag);
+            Im2colDividers<index_t> d{IntDivider<index_t>(static_cast<index_t>(g.columns / VEC)),
+                                      IntDivider<index_t>(static_cast<index_t>(g.per_group / VEC)),
+                                      IntDivider<index_t>(static_cast<index_t>(g.taps)),
+                                      IntDivider<index_t>(static_cast<index_t>(g.plane)),
+                                      IntDivider<index_t>(static_cast<index_t>(p.out_w)),
+                                      IntDivider<index_t>(static_cast<index_t>(g.per_deform_group))};
+            im2col_kernel<scalar_t, index_t, VEC><<<blocks_for(total), kThreads, 0, stream>>>(
+                in.input, in.offset, in.mask, out, static_cast<index_t>(total), g, d, p);
+            C10_CUDA_KERNEL_LAUNCH_CHECK();
+          });
+        });
       });
-    });
-  });
 }
 
-void col2im(const ColumnArgs& a, const at::Tensor& grad_cols, at::Tensor& grad_input,
-            at::Tensor& grad_offset, at::Tensor& grad_mask, const DeformConvParams& p) {
+void col2im(const ColumnArgs& a, const at::Tensor& grad_cols, at::Tensor& grad_input, at::Tensor& grad_offset,
+            at::Tensor& grad_mask, const DeformConvParams& p) {
   if (a.n_count == 0) {
     return;
   }
   c10::cuda::CUDAGuard device_guard(a.input.device());
   cudaStream_t stream = c10::cuda::getCurrentCUDAStream();
   const ColumnSizes g = column_sizes(a, p);
-  AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, a.input.scalar_type(),
-                                  "mmops::deform_conv2d col2im (CUDA)", [&] {
-    using acc_t = at::opmath_type<scalar_t>;
-    const ColumnInputs<scalar_t> in = column_inputs<scalar_t>(a);
-    const scalar_t* gcols = grad_cols.const_data_ptr<scalar_t>();
-    acc_t* gin = grad_input.defined() ? grad_input.mutable_data_ptr<acc_t>() : nullptr;
-    scalar_t* goff = grad_offset.defined() ? grad_offset.mutable_data_ptr<scalar_t>() : nullptr;
-    scalar_t* gmask = grad_mask.defined() ? grad_mask.mutable_data_ptr<scalar_t>() : nullptr;
-    if (gin == nullptr && goff == nullptr && gmask == nullptr) {
-      return;
-    }
-    const bool wide = use_wide_vectors<scalar_t>(g, {in.input, gcols, gin});
-    with_vector<scalar_t>(wide, [&](auto vec_tag) {
-      constexpr int VEC = decltype(vec_tag)::value;
-      // Lanes per item: the smallest power of two >= the deform group's
-      // channel vectors, at most a warp.
-      const int64_t vectors = (g.per_deform_group + VEC - 1) / VEC;
-      int lane_bits = 0;
-      while (lane_bits < 5 && (int64_t(1) << lane_bits) < vectors) {
-        ++lane_bits;
-      }
-      const int64_t items = a.n_count * p.deform_groups * g.taps * g.plane;
-      const int64_t threads = items << lane_bits;
-      with_index_type(threads, [&](auto index_tag) {
-        using index_t = decltype(index_tag);
-        Col2imDividers<index_t> d{
-            IntDivider<index_t>(static_cast<index_t>(g.plane)),
-            IntDivider<index_t>(static_cast<index_t>(g.taps)),
-            IntDivider<index_t>(static_cast<index_t>(p.deform_groups)),
-            IntDivider<index_t>(static_cast<index_t>(p.out_w)),
-            IntDivider<index_t>(static_cast<index_t>(g.per_group))};
-        col2im_kernel<scalar_t, index_t, VEC><<<blocks_for(threads), kThreads, 0, stream>>>(
-            gcols, in.input, in.offset, in.mask, gin, goff, gmask, static_cast<index_t>(items), lane_bits, g, d, p);
-        C10_CUDA_KERNEL_LAUNCH_CHECK();
+  AT_DISPATCH_FLOATING_TYPES_AND2(
+      at::kHalf, at::kBFloat16, a.input.scalar_type(), "mmops::deform_conv2d col2im (CUDA)", [&] {
+        using acc_t = at::opmath_type<scalar_t>;
+        const ColumnInputs<scalar_t> in = column_inputs<scalar_t>(a);
+        const scalar_t* gcols = grad_cols.const_data_ptr<scalar_t>();
+        acc_t* gin = grad_input.defined() ? grad_input.mutable_data_ptr<acc_t>() : nullptr;
+        scalar_t* goff = grad_offset.defined() ? grad_offset.mutable_data_ptr<scalar_t>() : nullptr;
+        scalar_t* gmask = grad_mask.defined() ? grad_mask.mutable_data_ptr<scalar_t>() : nullptr;
+        if (gin == nullptr && goff == nullptr && gmask == nullptr) {
+          return;
+        }
+        const bool wide = use_wide_vectors<scalar_t>(g, {in.input, gcols, gin});
+        with_vector<scalar_t>(wide, [&](auto vec_tag) {
+          constexpr int VEC = decltype(vec_tag)::value;
+          // Lanes per item: the smallest power of two >= the deform group's
+          // channel vectors, at most a warp.
+          const int64_t vectors = (g.per_deform_group + VEC - 1) / VEC;
+          int lane_bits = 0;
+          while (lane_bits < 5 && (int64_t(1) << lane_bits) < vectors) {
+            ++lane_bits;
+          }
+          const int64_t items = a.n_count * p.deform_groups * g.taps * g.plane;
+          const int64_t threads = items << lane_bits;
+          with_index_type(threads, [&](auto index_tag) {
+            using index_t = decltype(index_tag);
+            Col2imDividers<index_t> d{IntDivider<index_t>(static_cast<index_t>(g.plane)),
+                                      IntDivider<index_t>(static_cast<index_t>(g.taps)),
+                                      IntDivider<index_t>(static_cast<index_t>(p.deform_groups)),
+                                      IntDivider<index_t>(static_cast<index_t>(p.out_w)),
+                                      IntDivider<index_t>(static_cast<index_t>(g.per_group))};
+            col2im_kernel<scalar_t, index_t, VEC><<<blocks_for(threads), kThreads, 0, stream>>>(
+                gcols, in.input, in.offset, in.mask, gin, goff, gmask, static_cast<index_t>(items), lane_bits, g, d, p);
+            C10_CUDA_KERNEL_LAUNCH_CHECK();
+          });
+        });
       });
-    });
-  });
 }
 
 // col2im adds into grad_input with atomic adds: the order of the float additions varies.
@@ -442,16 +441,14 @@ constexpr ColumnKernels kCuda{&im2col, &col2im, &channels_last_cuda,
 
 } // namespace
 
-at::Tensor deform_conv2d_forward_cuda(const at::Tensor& input, const at::Tensor& offset,
-                                      const at::Tensor& mask, const at::Tensor& weight,
-                                      const at::Tensor& bias, const DeformConvParams& p) {
+at::Tensor deform_conv2d_forward_cuda(const at::Tensor& input, const at::Tensor& offset, const at::Tensor& mask,
+                                      const at::Tensor& weight, const at::Tensor& bias, const DeformConvParams& p) {
   return deform_conv2d_forward_gemm(kCuda, input, offset, mask, weight, bias, p);
 }
 
 std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> deform_conv2d_backward_cuda(
-    const at::Tensor& grad_output, const at::Tensor& input, const at::Tensor& offset,
-    const at::Tensor& mask, const at::Tensor& weight, const DeformConvParams& p,
-    std::array<bool, 5> output_mask) {
+    const at::Tensor& grad_output, const at::Tensor& input, const at::Tensor& offset, const at::Tensor& mask,
+    const at::Tensor& weight, const DeformConvParams& p, std::array<bool, 5> output_mask) {
   return deform_conv2d_backward_gemm(kCuda, grad_output, input, offset, mask, weight, p, output_mask);
 }
 

@@ -57,8 +57,7 @@ int64_t chunk_images(int64_t batch, int64_t bytes_per_image) {
 // The weight as a 1x1 convolution over the columns: [C_out, kh*kw*C_in/groups, 1, 1]
 // in (tap, channel) order, matching the column layout inside a group.
 at::Tensor weight_1x1(const at::Tensor& weight) {
-  return weight.permute({0, 2, 3, 1}).reshape(
-      {weight.size(0), weight.size(1) * weight.size(2) * weight.size(3), 1, 1});
+  return weight.permute({0, 2, 3, 1}).reshape({weight.size(0), weight.size(1) * weight.size(2) * weight.size(3), 1, 1});
 }
 
 // [n, H_out, W_out, K] memory as the [n, K, H_out, W_out] channels_last tensor
@@ -86,20 +85,19 @@ struct NoAutocast {
 
 } // namespace
 
-at::Tensor deform_conv2d_forward_gemm(const ColumnKernels& device, const at::Tensor& input,
-                                      const at::Tensor& offset, const at::Tensor& mask,
-                                      const at::Tensor& weight, const at::Tensor& bias,
+at::Tensor deform_conv2d_forward_gemm(const ColumnKernels& device, const at::Tensor& input, const at::Tensor& offset,
+                                      const at::Tensor& mask, const at::Tensor& weight, const at::Tensor& bias,
                                       const DeformConvParams& p) {
   NoAutocast no_autocast;
   c10::OptionalDeviceGuard device_guard(input.device());
   const int64_t batch = input.size(0), channels = input.size(1), out_channels = weight.size(0);
-  const int64_t columns = channels * p.kernel_h * p.kernel_w;  // K
+  const int64_t columns = channels * p.kernel_h * p.kernel_w; // K
   const at::MemoryFormat format = input.suggest_memory_format();
   at::Tensor output = at::empty({batch, out_channels, p.out_h, p.out_w}, input.options(), format);
   if (output.numel() == 0) {
     return output;
   }
-  if (columns == 0) {  // no input channels: only the bias
+  if (columns == 0) { // no input channels: only the bias
     if (bias.defined()) {
       output.copy_(bias.view({1, out_channels, 1, 1}).expand_as(output));
     } else {
@@ -118,7 +116,7 @@ at::Tensor deform_conv2d_forward_gemm(const ColumnKernels& device, const at::Ten
     device.im2col(a, cols, p);
     at::Tensor out = at::conv2d(as_nchw(cols), w, b, kOnes, kZeros, kOnes, p.groups);
     if (a.n_count == batch && out.is_contiguous(format)) {
-      return out;  // one chunk, already in the input's memory format
+      return out; // one chunk, already in the input's memory format
     }
     output.narrow(0, n0, a.n_count).copy_(out);
   }
@@ -126,9 +124,8 @@ at::Tensor deform_conv2d_forward_gemm(const ColumnKernels& device, const at::Ten
 }
 
 std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> deform_conv2d_backward_gemm(
-    const ColumnKernels& device, const at::Tensor& grad_output, const at::Tensor& input,
-    const at::Tensor& offset, const at::Tensor& mask, const at::Tensor& weight, const DeformConvParams& p,
-    std::array<bool, 5> output_mask) {
+    const ColumnKernels& device, const at::Tensor& grad_output, const at::Tensor& input, const at::Tensor& offset,
+    const at::Tensor& mask, const at::Tensor& weight, const DeformConvParams& p, std::array<bool, 5> output_mask) {
   NoAutocast no_autocast;
   c10::OptionalDeviceGuard device_guard(input.device());
   const bool want_input = output_mask[0];
@@ -141,7 +138,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> deform_co
     at::globalContext().alertNotDeterministic(device.nondeterministic_grad_input);
   }
   const int64_t batch = input.size(0), channels = input.size(1), out_channels = weight.size(0);
-  const int64_t columns = channels * p.kernel_h * p.kernel_w;  // K
+  const int64_t columns = channels * p.kernel_h * p.kernel_w; // K
   const at::TensorOptions options = input.options();
   const at::ScalarType acc = accumulation_dtype(input.scalar_type());
   const at::MemoryFormat format = input.suggest_memory_format();
@@ -152,10 +149,9 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> deform_co
   at::Tensor grad_offset = want_offset ? at::zeros(offset.sizes(), options) : at::Tensor();
   at::Tensor grad_mask = want_mask ? at::zeros(mask.sizes(), options) : at::Tensor();
   // at::zeros would drop the channels-last memory format.
-  at::Tensor grad_input_acc = want_input
-      ? at::empty(input.sizes(), options.dtype(acc), at::MemoryFormat::ChannelsLast).zero_()
-      : at::Tensor();
-  at::Tensor grad_weight_acc;  // [C_out, kh*kw*C_in/groups, 1, 1]
+  at::Tensor grad_input_acc =
+      want_input ? at::empty(input.sizes(), options.dtype(acc), at::MemoryFormat::ChannelsLast).zero_() : at::Tensor();
+  at::Tensor grad_weight_acc; // [C_out, kh*kw*C_in/groups, 1, 1]
 
   if (batch > 0 && columns > 0 && out_channels > 0 && (want_cols_grad || want_weight)) {
     ColumnArgs a = column_args(device, input, offset, mask);
@@ -169,9 +165,9 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> deform_co
       if (want_weight) {
         at::Tensor cols = at::empty({a.n_count, p.out_h, p.out_w, columns}, options);
         device.im2col(a, cols, p);
-        at::Tensor gw = std::get<1>(at::convolution_backward(
-            go_chunk, as_nchw(cols), w, std::nullopt, kOnes, kZeros, kOnes, /*transposed=*/false,
-            kZeros, p.groups, {false, true, false}));
+        at::Tensor gw =
+            std::get<1>(at::convolution_backward(go_chunk, as_nchw(cols), w, std::nullopt, kOnes, kZeros, kOnes,
+                                                 /*transposed=*/false, kZeros, p.groups, {false, true, false}));
         if (!grad_weight_acc.defined()) {
           grad_weight_acc = a.n_count == batch ? gw : gw.to(acc);
         } else {
@@ -193,15 +189,15 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> deform_co
   at::Tensor grad_input = at::empty({0}, options);
   if (want_input) {
     grad_input = grad_input_acc.scalar_type() == input.scalar_type() && grad_input_acc.is_contiguous(format)
-        ? grad_input_acc
-        : at::empty(input.sizes(), options, format).copy_(grad_input_acc);
+                     ? grad_input_acc
+                     : at::empty(input.sizes(), options, format).copy_(grad_input_acc);
   }
   at::Tensor grad_weight = at::empty({0}, options);
   if (want_weight) {
     grad_weight = at::empty(weight.sizes(), options);
     if (grad_weight_acc.defined()) {
-      grad_weight.copy_(grad_weight_acc.view({out_channels, p.kernel_h, p.kernel_w, weight.size(1)})
-                            .permute({0, 3, 1, 2}));
+      grad_weight.copy_(
+          grad_weight_acc.view({out_channels, p.kernel_h, p.kernel_w, weight.size(1)}).permute({0, 3, 1, 2}));
     } else {
       grad_weight.zero_();
     }

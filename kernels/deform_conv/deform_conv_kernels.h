@@ -42,28 +42,24 @@ constexpr int64_t kColumnBytes = int64_t(512) << 20;
 // them after the checks). mask and bias are undefined tensors when absent.
 //
 // forward: output [N, C_out, H_out, W_out] in input.suggest_memory_format().
-at::Tensor deform_conv2d_forward_cpu(const at::Tensor& input, const at::Tensor& offset,
-                                     const at::Tensor& mask, const at::Tensor& weight,
-                                     const at::Tensor& bias, const DeformConvParams& p);
+at::Tensor deform_conv2d_forward_cpu(const at::Tensor& input, const at::Tensor& offset, const at::Tensor& mask,
+                                     const at::Tensor& weight, const at::Tensor& bias, const DeformConvParams& p);
 
 // backward: (grad_input, grad_offset, grad_mask, grad_weight, grad_bias).
 // output_mask selects the gradients to compute, in that order; the others,
 // and grad_mask when there is no mask, are empty [0] tensors. grad_input
 // follows input.suggest_memory_format(); the others are contiguous.
 std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> deform_conv2d_backward_cpu(
-    const at::Tensor& grad_output, const at::Tensor& input, const at::Tensor& offset,
-    const at::Tensor& mask, const at::Tensor& weight, const DeformConvParams& p,
-    std::array<bool, 5> output_mask);
+    const at::Tensor& grad_output, const at::Tensor& input, const at::Tensor& offset, const at::Tensor& mask,
+    const at::Tensor& weight, const DeformConvParams& p, std::array<bool, 5> output_mask);
 
 #ifdef MMOPS_WITH_CUDA
-at::Tensor deform_conv2d_forward_cuda(const at::Tensor& input, const at::Tensor& offset,
-                                      const at::Tensor& mask, const at::Tensor& weight,
-                                      const at::Tensor& bias, const DeformConvParams& p);
+at::Tensor deform_conv2d_forward_cuda(const at::Tensor& input, const at::Tensor& offset, const at::Tensor& mask,
+                                      const at::Tensor& weight, const at::Tensor& bias, const DeformConvParams& p);
 
 std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> deform_conv2d_backward_cuda(
-    const at::Tensor& grad_output, const at::Tensor& input, const at::Tensor& offset,
-    const at::Tensor& mask, const at::Tensor& weight, const DeformConvParams& p,
-    std::array<bool, 5> output_mask);
+    const at::Tensor& grad_output, const at::Tensor& input, const at::Tensor& offset, const at::Tensor& mask,
+    const at::Tensor& weight, const DeformConvParams& p, std::array<bool, 5> output_mask);
 #endif
 
 // ---------------------------------------------------------------------------
@@ -85,10 +81,10 @@ struct ColumnArgs {
 
 // Sizes of a column call (passed by value to the CUDA kernels).
 struct ColumnSizes {
-  int64_t n_begin;                      // first image of the chunk
-  int64_t height, width, channels;      // of the input
-  int64_t taps, plane, columns;         // kh * kw, H_out * W_out, K = C * kh * kw
-  int64_t per_group, per_deform_group;  // channels per conv group / per deform group
+  int64_t n_begin;                     // first image of the chunk
+  int64_t height, width, channels;     // of the input
+  int64_t taps, plane, columns;        // kh * kw, H_out * W_out, K = C * kh * kw
+  int64_t per_group, per_deform_group; // channels per conv group / per deform group
 };
 
 inline ColumnSizes column_sizes(const ColumnArgs& a, const DeformConvParams& p) {
@@ -110,23 +106,21 @@ inline ColumnSizes column_sizes(const ColumnArgs& a, const DeformConvParams& p) 
 // implementation for both devices, in deform_conv_gemm.cpp.
 struct ColumnKernels {
   void (*im2col)(const ColumnArgs& a, at::Tensor& cols, const DeformConvParams& p);
-  void (*col2im)(const ColumnArgs& a, const at::Tensor& grad_cols, at::Tensor& grad_input,
-                 at::Tensor& grad_offset, at::Tensor& grad_mask, const DeformConvParams& p);
-  at::Tensor (*channels_last)(const at::Tensor& t);  // t itself, or its channels-last copy
+  void (*col2im)(const ColumnArgs& a, const at::Tensor& grad_cols, at::Tensor& grad_input, at::Tensor& grad_offset,
+                 at::Tensor& grad_mask, const DeformConvParams& p);
+  at::Tensor (*channels_last)(const at::Tensor& t); // t itself, or its channels-last copy
   // When col2im adds into grad_input with atomics (the order of the float
   // additions varies): the name alertNotDeterministic reports. Null: deterministic.
   const char* nondeterministic_grad_input;
 };
 
-at::Tensor deform_conv2d_forward_gemm(const ColumnKernels& device, const at::Tensor& input,
-                                      const at::Tensor& offset, const at::Tensor& mask,
-                                      const at::Tensor& weight, const at::Tensor& bias,
+at::Tensor deform_conv2d_forward_gemm(const ColumnKernels& device, const at::Tensor& input, const at::Tensor& offset,
+                                      const at::Tensor& mask, const at::Tensor& weight, const at::Tensor& bias,
                                       const DeformConvParams& p);
 
 std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> deform_conv2d_backward_gemm(
-    const ColumnKernels& device, const at::Tensor& grad_output, const at::Tensor& input,
-    const at::Tensor& offset, const at::Tensor& mask, const at::Tensor& weight, const DeformConvParams& p,
-    std::array<bool, 5> output_mask);
+    const ColumnKernels& device, const at::Tensor& grad_output, const at::Tensor& input, const at::Tensor& offset,
+    const at::Tensor& mask, const at::Tensor& weight, const DeformConvParams& p, std::array<bool, 5> output_mask);
 
 } // namespace kernels
 } // namespace mmops

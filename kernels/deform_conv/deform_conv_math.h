@@ -21,20 +21,19 @@ namespace deform_conv_math {
 
 // Index of the dy value of (n, dg, k) at output pixel hw = ho * W_out + wo;
 // dx is `plane` (= H_out * W_out) further.
-C10_HOST_DEVICE inline int64_t offset_index(int64_t n, int64_t dg, int64_t k, int64_t hw,
-                                            int64_t deform_groups, int64_t taps, int64_t plane) {
+C10_HOST_DEVICE inline int64_t offset_index(int64_t n, int64_t dg, int64_t k, int64_t hw, int64_t deform_groups,
+                                            int64_t taps, int64_t plane) {
   return ((n * deform_groups + dg) * taps + k) * 2 * plane + hw;
 }
 
-C10_HOST_DEVICE inline int64_t mask_index(int64_t n, int64_t dg, int64_t k, int64_t hw,
-                                          int64_t deform_groups, int64_t taps, int64_t plane) {
+C10_HOST_DEVICE inline int64_t mask_index(int64_t n, int64_t dg, int64_t k, int64_t hw, int64_t deform_groups,
+                                          int64_t taps, int64_t plane) {
   return ((n * deform_groups + dg) * taps + k) * plane + hw;
 }
 
 // Column (within one output pixel's K values) of input channel c of conv group g at tap k:
 // (group, tap, channel in group) order.
-C10_HOST_DEVICE inline int64_t column(int64_t c, int64_t g, int64_t k, int64_t taps,
-                                      int64_t channels_per_group) {
+C10_HOST_DEVICE inline int64_t column(int64_t c, int64_t g, int64_t k, int64_t taps, int64_t channels_per_group) {
   return (g * taps + k) * channels_per_group + (c - g * channels_per_group);
 }
 
@@ -42,15 +41,14 @@ C10_HOST_DEVICE inline int64_t column(int64_t c, int64_t g, int64_t k, int64_t t
 template <typename T>
 struct TapSample {
   bilinear_zero_pad::Taps<T> taps;
-  T mask;  // 1 without a mask
+  T mask; // 1 without a mask
 };
 
 // acc_t: the compute type (float for float/half/bfloat16, double for double).
 // offset / mask point at the whole batch; mask may be null.
 template <typename acc_t, typename scalar_t>
-C10_HOST_DEVICE inline TapSample<acc_t> tap_sample(const scalar_t* offset, const scalar_t* mask,
-                                                   int64_t n, int64_t dg, int64_t k, int64_t ho,
-                                                   int64_t wo, const DeformConvParams& p,
+C10_HOST_DEVICE inline TapSample<acc_t> tap_sample(const scalar_t* offset, const scalar_t* mask, int64_t n, int64_t dg,
+                                                   int64_t k, int64_t ho, int64_t wo, const DeformConvParams& p,
                                                    int64_t height, int64_t width) {
   const int64_t taps = p.kernel_h * p.kernel_w;
   const int64_t plane = p.out_h * p.out_w;
@@ -65,9 +63,8 @@ C10_HOST_DEVICE inline TapSample<acc_t> tap_sample(const scalar_t* offset, const
   const acc_t x = static_cast<acc_t>(wo * p.stride_w - p.pad_w + j * p.dilation_w) + dx;
   TapSample<acc_t> s;
   s.taps = bilinear_zero_pad::taps<acc_t>(y, x, height, width);
-  s.mask = mask != nullptr
-      ? static_cast<acc_t>(mask[mask_index(n, dg, k, hw, p.deform_groups, taps, plane)])
-      : acc_t(1);
+  s.mask =
+      mask != nullptr ? static_cast<acc_t>(mask[mask_index(n, dg, k, hw, p.deform_groups, taps, plane)]) : acc_t(1);
   return s;
 }
 

@@ -9,8 +9,8 @@
 // With several channel passes each pass adds its partial sums to the previous
 // ones (same lane, in order; in float for half/bfloat16, cast at the end).
 
-#include "ms_deform_attn/ms_deform_attn_kernels.h"
 #include "ms_deform_attn/ms_deform_attn_cuda.cuh"
+#include "ms_deform_attn/ms_deform_attn_kernels.h"
 
 #include <ATen/Context.h>
 #include <ATen/ops/empty.h>
@@ -64,10 +64,10 @@ __device__ __forceinline__ void neighbour_dots(acc_t (&dot)[4], const acc_t (&go
 // grad_value += grad_output * a * bilinear weight, for the used neighbours;
 // level_grad: grad_value at the level's row 0, the lane's first channel.
 template <int VEC, int CHUNKS, typename acc_t>
-__device__ __forceinline__ void scatter_grad_value(acc_t* grad_value, int64_t level_offset, const bilinear_zero_pad::Taps<acc_t>& t,
-                                                   acc_t a, const acc_t (&go)[CHUNKS][VEC],
-                                                   const bool (&active)[CHUNKS], int64_t row_stride,
-                                                   int chunk_stride) {
+__device__ __forceinline__ void scatter_grad_value(acc_t* grad_value, int64_t level_offset,
+                                                   const bilinear_zero_pad::Taps<acc_t>& t, acc_t a,
+                                                   const acc_t (&go)[CHUNKS][VEC], const bool (&active)[CHUNKS],
+                                                   int64_t row_stride, int chunk_stride) {
 #pragma unroll
   for (int i = 0; i < 4; ++i) {
     if (!used(t, i)) {
@@ -91,9 +91,9 @@ __device__ __forceinline__ void scatter_grad_value(acc_t* grad_value, int64_t le
 
 // Point o's gradients: written by the first channel pass, added to by the others.
 template <typename grad_t, typename acc_t>
-__device__ __forceinline__ void store_point_grads(grad_t* grad_loc, grad_t* grad_attn, int64_t o, int pass,
-                                                  acc_t ga, acc_t gx, acc_t gy) {
-  if (pass > 0) {  // later channel passes add to the first one's partial sums
+__device__ __forceinline__ void store_point_grads(grad_t* grad_loc, grad_t* grad_attn, int64_t o, int pass, acc_t ga,
+                                                  acc_t gx, acc_t gy) {
+  if (pass > 0) { // later channel passes add to the first one's partial sums
     ga += static_cast<acc_t>(grad_attn[o]);
     gx += static_cast<acc_t>(grad_loc[2 * o]);
     gy += static_cast<acc_t>(grad_loc[2 * o + 1]);
@@ -107,13 +107,13 @@ __device__ __forceinline__ void store_point_grads(grad_t* grad_loc, grad_t* grad
 // float for half/bfloat16 with several channel passes (the passes' partial
 // sums then stay in float; the caller casts).
 template <typename scalar_t, typename grad_t, int VEC, int CHUNKS>
-__global__ void __launch_bounds__(kThreads) backward_kernel(
-    const scalar_t* __restrict__ grad_output,  // [B, Q, M, D]
-    const scalar_t* __restrict__ value,        // [B, S, M, D]
-    const int64_t* __restrict__ shapes, const int64_t* __restrict__ starts,
-    const scalar_t* __restrict__ loc, const scalar_t* __restrict__ attn,
-    at::opmath_type<scalar_t>* __restrict__ grad_value,  // [B, S, M, D], float for half/bf16
-    grad_t* __restrict__ grad_loc, grad_t* __restrict__ grad_attn, const Geometry g) {
+__global__ void __launch_bounds__(kThreads)
+    backward_kernel(const scalar_t* __restrict__ grad_output, // [B, Q, M, D]
+                    const scalar_t* __restrict__ value,       // [B, S, M, D]
+                    const int64_t* __restrict__ shapes, const int64_t* __restrict__ starts,
+                    const scalar_t* __restrict__ loc, const scalar_t* __restrict__ attn,
+                    at::opmath_type<scalar_t>* __restrict__ grad_value, // [B, S, M, D], float for half/bf16
+                    grad_t* __restrict__ grad_loc, grad_t* __restrict__ grad_attn, const Geometry g) {
   using acc_t = at::opmath_type<scalar_t>;
   using PackT = Pack<scalar_t, VEC>;
   const Level* levels = load_levels(shapes, starts, g);
@@ -132,9 +132,9 @@ __global__ void __launch_bounds__(kThreads) backward_kernel(
 #pragma unroll
       for (int kc = 0; kc < CHUNKS; ++kc) {
         active[kc] = c0 + kc * tl.chunk_stride < g.channels;
-        const PackT gp = active[kc]
-            ? load_readonly(reinterpret_cast<const PackT*>(grad_output + tuple * g.channels + c0 + kc * tl.chunk_stride))
-            : PackT{};
+        const PackT gp = active[kc] ? load_readonly(reinterpret_cast<const PackT*>(grad_output + tuple * g.channels +
+                                                                                   c0 + kc * tl.chunk_stride))
+                                    : PackT{};
 #pragma unroll
         for (int v = 0; v < VEC; ++v) {
           go[kc][v] = static_cast<acc_t>(gp.v[v]);
@@ -142,12 +142,12 @@ __global__ void __launch_bounds__(kThreads) backward_kernel(
       }
       for (int64_t k0 = 0; k0 < tl.lp; k0 += grp.size) {
         const Point<acc_t> mine = load_point<scalar_t>(tuple_loc, tuple_attn, k0 + grp.lane, tl.lp);
-        acc_t my_ga = acc_t(0), my_gx = acc_t(0), my_gy = acc_t(0);  // of point k0 + lane
+        acc_t my_ga = acc_t(0), my_gx = acc_t(0), my_gy = acc_t(0); // of point k0 + lane
         PointBatch batch = point_batch(k0, tl.lp, g.points, grp.size);
         for (int j = 0; j < batch.count; ++j) {
           const Sample<acc_t> sample = next_sample(grp, mine, j, levels, g.points, batch);
           if (!sample.taps.any) {
-            continue;  // worth 0, no gradient (the group's results stay 0)
+            continue; // worth 0, no gradient (the group's results stay 0)
           }
           const Level& lv = sample.level;
           const bilinear_zero_pad::Taps<acc_t>& t = sample.taps;
@@ -190,13 +190,11 @@ __global__ void __launch_bounds__(kThreads) backward_kernel(
 
 std::tuple<at::Tensor, at::Tensor, at::Tensor> ms_deform_attn_backward_cuda(
     const at::Tensor& grad_output_, const at::Tensor& value, const at::Tensor& spatial_shapes,
-    const at::Tensor& level_start_index, const at::Tensor& sampling_locations,
-    const at::Tensor& attention_weights) {
+    const at::Tensor& level_start_index, const at::Tensor& sampling_locations, const at::Tensor& attention_weights) {
   c10::cuda::CUDAGuard device_guard(value.device());
   cudaStream_t stream = c10::cuda::getCurrentCUDAStream();
   const at::Tensor grad_output = grad_output_.contiguous();
-  const Inputs in =
-      contiguous_inputs(value, spatial_shapes, level_start_index, sampling_locations, attention_weights);
+  const Inputs in = contiguous_inputs(value, spatial_shapes, level_start_index, sampling_locations, attention_weights);
   const bool low_precision = value.scalar_type() == at::kHalf || value.scalar_type() == at::kBFloat16;
   const at::ScalarType float_type = low_precision ? at::kFloat : value.scalar_type();
   at::Tensor grad_value = at::zeros(in.value.sizes(), in.value.options().dtype(float_type));
@@ -213,8 +211,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> ms_deform_attn_backward_cuda(
       // Half/bfloat16 with several passes keep the partial sums in float.
       const bool float_grads = low_precision && c.plan.passes > 1;
       grad_loc = at::empty(in.loc.sizes(), in.loc.options().dtype(float_grads ? at::kFloat : in.loc.scalar_type()));
-      grad_attn =
-          at::empty(in.attn.sizes(), in.attn.options().dtype(float_grads ? at::kFloat : in.attn.scalar_type()));
+      grad_attn = at::empty(in.attn.sizes(), in.attn.options().dtype(float_grads ? at::kFloat : in.attn.scalar_type()));
       auto launch = [&](auto grad_type) {
         using grad_t = typename decltype(grad_type)::type;
         launch_variant<scalar_t>(c.vectorized, c.plan.chunks, [&](auto vec, auto chunks) {

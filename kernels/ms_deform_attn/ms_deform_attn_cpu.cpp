@@ -38,14 +38,18 @@ struct Sizes {
 };
 
 Sizes sizes_of(const at::Tensor& value, const at::Tensor& sampling_locations) {
-  return {value.size(0), value.size(1), value.size(2), value.size(3),
-          sampling_locations.size(1), sampling_locations.size(3), sampling_locations.size(4)};
+  return {value.size(0),
+          value.size(1),
+          value.size(2),
+          value.size(3),
+          sampling_locations.size(1),
+          sampling_locations.size(3),
+          sampling_locations.size(4)};
 }
 
 // The levels as the kernels use them (guarded by make_level: the callers have
 // already rejected inconsistent shapes and starts on CPU).
-std::vector<Level> level_table(const at::Tensor& spatial_shapes, const at::Tensor& level_start_index,
-                               int64_t rows) {
+std::vector<Level> level_table(const at::Tensor& spatial_shapes, const at::Tensor& level_start_index, int64_t rows) {
   const at::Tensor shapes = spatial_shapes.contiguous();
   const at::Tensor starts = level_start_index.contiguous();
   const int64_t* hw = shapes.const_data_ptr<int64_t>();
@@ -63,23 +67,22 @@ int64_t grain_for(int64_t work_per_item) {
 }
 
 template <typename scalar_t>
-void forward_kernel(const at::Tensor& value, const std::vector<Level>& levels,
-                    const at::Tensor& loc, const at::Tensor& attn, at::Tensor& output, const Sizes& n) {
+void forward_kernel(const at::Tensor& value, const std::vector<Level>& levels, const at::Tensor& loc,
+                    const at::Tensor& attn, at::Tensor& output, const Sizes& n) {
   using acc_t = at::opmath_type<scalar_t>;
   const scalar_t* v = value.const_data_ptr<scalar_t>();
   const scalar_t* loc_data = loc.const_data_ptr<scalar_t>();
   const scalar_t* attn_data = attn.const_data_ptr<scalar_t>();
   scalar_t* out = output.mutable_data_ptr<scalar_t>();
-  const int64_t row_stride = n.heads * n.channels;  // between value rows
+  const int64_t row_stride = n.heads * n.channels; // between value rows
   const int64_t lp = n.levels * n.points;
 
-  at::parallel_for(0, n.batch * n.queries, grain_for(n.heads * lp * 4 * n.channels),
-                   [&](int64_t begin, int64_t end) {
+  at::parallel_for(0, n.batch * n.queries, grain_for(n.heads * lp * 4 * n.channels), [&](int64_t begin, int64_t end) {
     std::vector<acc_t> acc(n.channels);
     for (int64_t bq = begin; bq < end; ++bq) {
       const int64_t b = bq / n.queries;
       for (int64_t m = 0; m < n.heads; ++m) {
-        const int64_t tuple = bq * n.heads + m;  // (b, q, m)
+        const int64_t tuple = bq * n.heads + m; // (b, q, m)
         const scalar_t* tl = loc_data + tuple * lp * 2;
         const scalar_t* ta = attn_data + tuple * lp;
         std::fill(acc.begin(), acc.end(), acc_t(0));
@@ -92,7 +95,7 @@ void forward_kernel(const at::Tensor& value, const std::vector<Level>& levels,
             const acc_t y = pixel_coordinate(static_cast<acc_t>(tl[2 * k + 1]), lv.height);
             const auto t = bilinear_zero_pad::taps<acc_t>(y, x, lv.height, lv.width);
             if (!t.any) {
-              continue;  // outside the map or not finite: worth 0
+              continue; // outside the map or not finite: worth 0
             }
             const acc_t a = static_cast<acc_t>(ta[k]);
             for (int i = 0; i < 4; ++i) {
@@ -135,9 +138,9 @@ acc_t channel_dot(const acc_t* __restrict__ g, const scalar_t* __restrict__ v, i
 
 // grad_value_acc: [B, S, M, D] in acc_t (the gradient itself for float/double).
 template <typename scalar_t, typename acc_t>
-void backward_kernel(const at::Tensor& grad_output, const at::Tensor& value,
-                     const std::vector<Level>& levels, const at::Tensor& loc, const at::Tensor& attn,
-                     acc_t* grad_value, at::Tensor& grad_loc, at::Tensor& grad_attn, const Sizes& n) {
+void backward_kernel(const at::Tensor& grad_output, const at::Tensor& value, const std::vector<Level>& levels,
+                     const at::Tensor& loc, const at::Tensor& attn, acc_t* grad_value, at::Tensor& grad_loc,
+                     at::Tensor& grad_attn, const Sizes& n) {
   const scalar_t* go = grad_output.const_data_ptr<scalar_t>();
   const scalar_t* v = value.const_data_ptr<scalar_t>();
   const scalar_t* loc_data = loc.const_data_ptr<scalar_t>();
@@ -174,7 +177,7 @@ void backward_kernel(const at::Tensor& grad_output, const at::Tensor& value,
                 continue;
               }
               const int64_t row = base + t.offset[i] * row_stride;
-              const acc_t dot = channel_dot(g.data(), v + row, n.channels);  // grad_output . neighbour i
+              const acc_t dot = channel_dot(g.data(), v + row, n.channels); // grad_output . neighbour i
               const acc_t scale = a * t.weight[i];
               acc_t* __restrict__ gv = grad_value + row;
               for (int64_t c = 0; c < n.channels; ++c) {
@@ -186,8 +189,10 @@ void backward_kernel(const at::Tensor& grad_output, const at::Tensor& value,
             }
             ga[tuple * lp + k] = static_cast<scalar_t>(sum_w);
             // x = u * W - 0.5: d/du = W. A sample worth 0 has no location gradient.
-            gl[(tuple * lp + k) * 2] = static_cast<scalar_t>(t.any ? a * sum_dx * static_cast<acc_t>(lv.width) : acc_t(0));
-            gl[(tuple * lp + k) * 2 + 1] = static_cast<scalar_t>(t.any ? a * sum_dy * static_cast<acc_t>(lv.height) : acc_t(0));
+            gl[(tuple * lp + k) * 2] =
+                static_cast<scalar_t>(t.any ? a * sum_dx * static_cast<acc_t>(lv.width) : acc_t(0));
+            gl[(tuple * lp + k) * 2 + 1] =
+                static_cast<scalar_t>(t.any ? a * sum_dy * static_cast<acc_t>(lv.height) : acc_t(0));
           }
         }
       }
@@ -201,8 +206,7 @@ void backward_kernel(const at::Tensor& grad_output, const at::Tensor& value,
 } // namespace
 
 at::Tensor ms_deform_attn_forward_cpu(const at::Tensor& value_, const at::Tensor& spatial_shapes,
-                                      const at::Tensor& level_start_index,
-                                      const at::Tensor& sampling_locations_,
+                                      const at::Tensor& level_start_index, const at::Tensor& sampling_locations_,
                                       const at::Tensor& attention_weights_) {
   const at::Tensor value = value_.contiguous();
   const at::Tensor loc = sampling_locations_.contiguous();
@@ -213,16 +217,14 @@ at::Tensor ms_deform_attn_forward_cpu(const at::Tensor& value_, const at::Tensor
     return output;
   }
   const std::vector<Level> levels = level_table(spatial_shapes, level_start_index, n.rows);
-  MMOPS_MSDA_DISPATCH(value.scalar_type(), "mmops::ms_deform_attn (CPU)", [&] {
-    forward_kernel<scalar_t>(value, levels, loc, attn, output, n);
-  });
+  MMOPS_MSDA_DISPATCH(value.scalar_type(), "mmops::ms_deform_attn (CPU)",
+                      [&] { forward_kernel<scalar_t>(value, levels, loc, attn, output, n); });
   return output;
 }
 
 std::tuple<at::Tensor, at::Tensor, at::Tensor> ms_deform_attn_backward_cpu(
     const at::Tensor& grad_output_, const at::Tensor& value_, const at::Tensor& spatial_shapes,
-    const at::Tensor& level_start_index, const at::Tensor& sampling_locations_,
-    const at::Tensor& attention_weights_) {
+    const at::Tensor& level_start_index, const at::Tensor& sampling_locations_, const at::Tensor& attention_weights_) {
   const at::Tensor grad_output = grad_output_.contiguous();
   const at::Tensor value = value_.contiguous();
   const at::Tensor loc = sampling_locations_.contiguous();
@@ -231,13 +233,14 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> ms_deform_attn_backward_cpu(
   at::Tensor grad_loc = at::zeros(loc.sizes(), loc.options());
   at::Tensor grad_attn = at::zeros(attn.sizes(), attn.options());
   const bool low_precision = value.scalar_type() == at::kHalf || value.scalar_type() == at::kBFloat16;
-  at::Tensor grad_value = at::zeros(value.sizes(), value.options().dtype(low_precision ? at::kFloat : value.scalar_type()));
+  at::Tensor grad_value =
+      at::zeros(value.sizes(), value.options().dtype(low_precision ? at::kFloat : value.scalar_type()));
   if (attn.numel() > 0 && value.numel() > 0) {
     const std::vector<Level> levels = level_table(spatial_shapes, level_start_index, n.rows);
     MMOPS_MSDA_DISPATCH(value.scalar_type(), "mmops::_ms_deform_attn_backward (CPU)", [&] {
       using acc_t = at::opmath_type<scalar_t>;
-      backward_kernel<scalar_t, acc_t>(grad_output, value, levels, loc, attn,
-                                       grad_value.mutable_data_ptr<acc_t>(), grad_loc, grad_attn, n);
+      backward_kernel<scalar_t, acc_t>(grad_output, value, levels, loc, attn, grad_value.mutable_data_ptr<acc_t>(),
+                                       grad_loc, grad_attn, n);
     });
   }
   if (low_precision) {

@@ -46,26 +46,26 @@ using ms_deform_attn_math::pixel_coordinate;
 using ms_deform_attn_math::used;
 
 constexpr int kThreads = 256;
-constexpr int64_t kMaxBlocks = int64_t(1) << 20;  // grid-stride beyond
+constexpr int64_t kMaxBlocks = int64_t(1) << 20; // grid-stride beyond
 
 // Plain data, passed by value.
 struct Geometry {
-  int64_t tuples;         // B * Q * M
-  int64_t queries_heads;  // Q * M
-  int64_t heads;          // M
-  int64_t rows;           // S
-  int64_t channels;       // D
-  int64_t points;         // P
-  int levels;             // L (<= kMaxMsDeformAttnLevels)
-  int group_shift;        // log2(G)
-  int passes;             // channel passes of CHUNKS * G * VEC
+  int64_t tuples;        // B * Q * M
+  int64_t queries_heads; // Q * M
+  int64_t heads;         // M
+  int64_t rows;          // S
+  int64_t channels;      // D
+  int64_t points;        // P
+  int levels;            // L (<= kMaxMsDeformAttnLevels)
+  int group_shift;       // log2(G)
+  int passes;            // channel passes of CHUNKS * G * VEC
 };
 
 // The lanes of one group inside its warp.
 struct Group {
-  int size;       // G
-  int lane;       // 0 .. G-1
-  unsigned mask;  // the group's lanes in the warp
+  int size;      // G
+  int lane;      // 0 .. G-1
+  unsigned mask; // the group's lanes in the warp
 
   template <typename T>
   __device__ inline T broadcast(T v, int src) const {
@@ -86,8 +86,7 @@ __device__ inline Group make_group(int shift) {
   grp.size = 1 << shift;
   const int warp_lane = static_cast<int>(threadIdx.x & 31);
   grp.lane = warp_lane & (grp.size - 1);
-  grp.mask = grp.size == 32 ? 0xffffffffu
-                            : ((1u << grp.size) - 1u) << (warp_lane & ~(grp.size - 1));
+  grp.mask = grp.size == 32 ? 0xffffffffu : ((1u << grp.size) - 1u) << (warp_lane & ~(grp.size - 1));
   return grp;
 }
 
@@ -111,8 +110,8 @@ struct Point {
 };
 
 template <typename scalar_t, typename acc_t = at::opmath_type<scalar_t>>
-__device__ inline Point<acc_t> load_point(const scalar_t* __restrict__ tl, const scalar_t* __restrict__ ta,
-                                          int64_t k, int64_t lp) {
+__device__ inline Point<acc_t> load_point(const scalar_t* __restrict__ tl, const scalar_t* __restrict__ ta, int64_t k,
+                                          int64_t lp) {
   Point<acc_t> pt{acc_t(0), acc_t(0), acc_t(0)};
   if (k < lp) {
     pt.x = static_cast<acc_t>(tl[2 * k]);
@@ -127,8 +126,8 @@ __device__ inline Point<acc_t> load_point(const scalar_t* __restrict__ tl, const
 // level's row 0 at the lane's first channel.
 template <typename scalar_t, int VEC, int CHUNKS, typename acc_t>
 __device__ inline void load_neighbours(Pack<scalar_t, VEC> (&px)[CHUNKS][4], const bilinear_zero_pad::Taps<acc_t>& t,
-                                       const scalar_t* level_base, int64_t row_stride,
-                                       const bool (&active)[CHUNKS], int chunk_stride) {
+                                       const scalar_t* level_base, int64_t row_stride, const bool (&active)[CHUNKS],
+                                       int chunk_stride) {
   using PackT = Pack<scalar_t, VEC>;
   bool use[4];
 #pragma unroll
@@ -139,9 +138,10 @@ __device__ inline void load_neighbours(Pack<scalar_t, VEC> (&px)[CHUNKS][4], con
   for (int kc = 0; kc < CHUNKS; ++kc) {
 #pragma unroll
     for (int i = 0; i < 4; ++i) {
-      px[kc][i] = use[i] && active[kc]
-          ? load_readonly(reinterpret_cast<const PackT*>(level_base + t.offset[i] * row_stride + kc * chunk_stride))
-          : PackT{};
+      px[kc][i] =
+          use[i] && active[kc]
+              ? load_readonly(reinterpret_cast<const PackT*>(level_base + t.offset[i] * row_stride + kc * chunk_stride))
+              : PackT{};
     }
   }
 }
@@ -151,9 +151,9 @@ __device__ inline void load_neighbours(Pack<scalar_t, VEC> (&px)[CHUNKS][4], con
 // (grid-stride loop).
 struct TupleLanes {
   Group grp;
-  int64_t lp;          // L * P points per tuple
-  int64_t row_stride;  // M * D: between value rows
-  int chunk_stride;    // G * VEC: between a lane's chunks
+  int64_t lp;         // L * P points per tuple
+  int64_t row_stride; // M * D: between value rows
+  int chunk_stride;   // G * VEC: between a lane's chunks
   int64_t first, stride;
 };
 
@@ -225,7 +225,7 @@ __device__ __forceinline__ Sample<acc_t> next_sample(const Group& grp, const Poi
 // Lanes per tuple, channel chunks per lane and passes for D channels.
 struct Plan {
   int group_shift;
-  int chunks;  // 1 or 2
+  int chunks; // 1 or 2
   int passes;
 };
 

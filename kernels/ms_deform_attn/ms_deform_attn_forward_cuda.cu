@@ -2,8 +2,8 @@
 // every lane accumulates, in float (double for double), attention weight x
 // bilinear sample of its channels over the tuple's points.
 
-#include "ms_deform_attn/ms_deform_attn_kernels.h"
 #include "ms_deform_attn/ms_deform_attn_cuda.cuh"
+#include "ms_deform_attn/ms_deform_attn_kernels.h"
 
 #include <ATen/ops/empty.h>
 #include <c10/cuda/CUDAException.h>
@@ -34,13 +34,13 @@ __device__ __forceinline__ void accumulate_sample(acc_t (&acc)[CHUNKS][VEC], con
 }
 
 template <typename scalar_t, int VEC, int CHUNKS>
-__global__ void __launch_bounds__(kThreads) forward_kernel(
-    const scalar_t* __restrict__ value,  // [B, S, M, D]
-    const int64_t* __restrict__ shapes, const int64_t* __restrict__ starts,
-    const scalar_t* __restrict__ loc,    // [B, Q, M, L, P, 2]
-    const scalar_t* __restrict__ attn,   // [B, Q, M, L, P]
-    scalar_t* __restrict__ output,       // [B, Q, M, D]
-    const Geometry g) {
+__global__ void __launch_bounds__(kThreads)
+    forward_kernel(const scalar_t* __restrict__ value, // [B, S, M, D]
+                   const int64_t* __restrict__ shapes, const int64_t* __restrict__ starts,
+                   const scalar_t* __restrict__ loc,  // [B, Q, M, L, P, 2]
+                   const scalar_t* __restrict__ attn, // [B, Q, M, L, P]
+                   scalar_t* __restrict__ output,     // [B, Q, M, D]
+                   const Geometry g) {
   using acc_t = at::opmath_type<scalar_t>;
   using PackT = Pack<scalar_t, VEC>;
   const Level* levels = load_levels(shapes, starts, g);
@@ -70,7 +70,7 @@ __global__ void __launch_bounds__(kThreads) forward_kernel(
         for (int j = 0; j < batch.count; ++j) {
           const Sample<acc_t> sample = next_sample(grp, mine, j, levels, g.points, batch);
           if (!sample.taps.any) {
-            continue;  // worth 0 (the same for the whole group)
+            continue; // worth 0 (the same for the whole group)
           }
           const Level& lv = sample.level;
           const bilinear_zero_pad::Taps<acc_t>& t = sample.taps;
@@ -99,13 +99,11 @@ __global__ void __launch_bounds__(kThreads) forward_kernel(
 } // namespace
 
 at::Tensor ms_deform_attn_forward_cuda(const at::Tensor& value, const at::Tensor& spatial_shapes,
-                                       const at::Tensor& level_start_index,
-                                       const at::Tensor& sampling_locations,
+                                       const at::Tensor& level_start_index, const at::Tensor& sampling_locations,
                                        const at::Tensor& attention_weights) {
   c10::cuda::CUDAGuard device_guard(value.device());
   cudaStream_t stream = c10::cuda::getCurrentCUDAStream();
-  const Inputs in =
-      contiguous_inputs(value, spatial_shapes, level_start_index, sampling_locations, attention_weights);
+  const Inputs in = contiguous_inputs(value, spatial_shapes, level_start_index, sampling_locations, attention_weights);
   at::Tensor output =
       at::empty({in.loc.size(0), in.loc.size(1), in.value.size(2) * in.value.size(3)}, in.value.options());
   if (output.numel() == 0) {

@@ -22,26 +22,22 @@ namespace mmops {
 namespace kernels {
 
 at::Tensor ms_deform_attn_forward_cpu(const at::Tensor& value, const at::Tensor& spatial_shapes,
-                                      const at::Tensor& level_start_index,
-                                      const at::Tensor& sampling_locations,
+                                      const at::Tensor& level_start_index, const at::Tensor& sampling_locations,
                                       const at::Tensor& attention_weights);
 
 // (grad_value, grad_sampling_locations, grad_attention_weights).
 std::tuple<at::Tensor, at::Tensor, at::Tensor> ms_deform_attn_backward_cpu(
     const at::Tensor& grad_output, const at::Tensor& value, const at::Tensor& spatial_shapes,
-    const at::Tensor& level_start_index, const at::Tensor& sampling_locations,
-    const at::Tensor& attention_weights);
+    const at::Tensor& level_start_index, const at::Tensor& sampling_locations, const at::Tensor& attention_weights);
 
 #ifdef MMOPS_WITH_CUDA
 at::Tensor ms_deform_attn_forward_cuda(const at::Tensor& value, const at::Tensor& spatial_shapes,
-                                       const at::Tensor& level_start_index,
-                                       const at::Tensor& sampling_locations,
+                                       const at::Tensor& level_start_index, const at::Tensor& sampling_locations,
                                        const at::Tensor& attention_weights);
 
 std::tuple<at::Tensor, at::Tensor, at::Tensor> ms_deform_attn_backward_cuda(
     const at::Tensor& grad_output, const at::Tensor& value, const at::Tensor& spatial_shapes,
-    const at::Tensor& level_start_index, const at::Tensor& sampling_locations,
-    const at::Tensor& attention_weights);
+    const at::Tensor& level_start_index, const at::Tensor& sampling_locations, const at::Tensor& attention_weights);
 #endif
 
 } // namespace kernels

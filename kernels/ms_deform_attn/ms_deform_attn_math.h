@@ -25,8 +25,8 @@ struct Level {
 // whose samples read nothing and are worth 0. Overflow-safe for any int64
 // data (the CUDA kernels see unvalidated data outside strict mode).
 C10_HOST_DEVICE inline Level make_level(int64_t height, int64_t width, int64_t start, int64_t rows) {
-  const bool inside = height >= 0 && width >= 0 && start >= 0 && start <= rows &&
-                      (height == 0 || width <= (rows - start) / height);
+  const bool inside =
+      height >= 0 && width >= 0 && start >= 0 && start <= rows && (height == 0 || width <= (rows - start) / height);
   return inside ? Level{start, height, width} : Level{0, 0, 0};
 }
 

@@ -41,8 +41,9 @@ def deform_conv2d(
     the op's schema and torchvision) and there is no im2col_step.
     """
     stride_hw, padding_hw, dilation_hw = _geometry(stride, padding, dilation)
-    return torch.ops.mmops.deform_conv2d(input, offset, weight, bias, stride_hw, padding_hw, dilation_hw,
-                                         int(groups), int(deform_groups))
+    return torch.ops.mmops.deform_conv2d(
+        input, offset, weight, bias, stride_hw, padding_hw, dilation_hw, int(groups), int(deform_groups)
+    )
 
 
 def modulated_deform_conv2d(
@@ -62,8 +63,9 @@ def modulated_deform_conv2d(
     As deform_conv2d, each sample multiplied by mask [N, deform_groups * kh * kw, H_out, W_out].
     """
     stride_hw, padding_hw, dilation_hw = _geometry(stride, padding, dilation)
-    return torch.ops.mmops.modulated_deform_conv2d(input, offset, mask, weight, bias, stride_hw, padding_hw,
-                                                   dilation_hw, int(groups), int(deform_groups))
+    return torch.ops.mmops.modulated_deform_conv2d(
+        input, offset, mask, weight, bias, stride_hw, padding_hw, dilation_hw, int(groups), int(deform_groups)
+    )
 
 
 def _check_channels(cls: str, in_channels: int, out_channels: int, groups: int, deform_groups: int) -> None:
@@ -75,9 +77,17 @@ def _check_channels(cls: str, in_channels: int, out_channels: int, groups: int, 
         raise ValueError(f"{cls}: in_channels {in_channels} is not divisible by deform_groups {deform_groups}")
 
 
-def _init_conv_geometry(module: nn.Module, in_channels: int, out_channels: int, kernel_size: _IntPair,
-                        stride: _IntPair, padding: _IntPair, dilation: _IntPair, groups: int,
-                        deform_groups: int) -> None:
+def _init_conv_geometry(
+    module: nn.Module,
+    in_channels: int,
+    out_channels: int,
+    kernel_size: _IntPair,
+    stride: _IntPair,
+    padding: _IntPair,
+    dilation: _IntPair,
+    groups: int,
+    deform_groups: int,
+) -> None:
     """The attributes (nn.Conv2d's names) and the weight parameter shared by the modules."""
     _check_channels(type(module).__name__, in_channels, out_channels, groups, deform_groups)
     module.in_channels = in_channels
@@ -99,9 +109,14 @@ def _conv_offset(module: nn.Module, maps_per_tap: int) -> nn.Conv2d:
     """The Pack modules' offset (and mask) predictor: a Conv2d with the module's geometry
     and maps_per_tap output maps per deform group and kernel tap."""
     return nn.Conv2d(
-        module.in_channels, module.deform_groups * maps_per_tap * module.kernel_size[0] * module.kernel_size[1],
-        kernel_size=module.kernel_size, stride=module.stride, padding=module.padding,
-        dilation=module.dilation, bias=True)
+        module.in_channels,
+        module.deform_groups * maps_per_tap * module.kernel_size[0] * module.kernel_size[1],
+        kernel_size=module.kernel_size,
+        stride=module.stride,
+        padding=module.padding,
+        dilation=module.dilation,
+        bias=True,
+    )
 
 
 def _rename_legacy_offset_keys(state_dict, prefix: str, local_metadata) -> None:
@@ -141,8 +156,9 @@ class DeformConv2d(nn.Module):
         super().__init__()
         if bias:
             raise ValueError(f"DeformConv2d: bias={bias} is not supported (as in mmcv)")
-        _init_conv_geometry(self, in_channels, out_channels, kernel_size, stride, padding, dilation, groups,
-                            deform_groups)
+        _init_conv_geometry(
+            self, in_channels, out_channels, kernel_size, stride, padding, dilation, groups, deform_groups
+        )
         self.im2col_step = im2col_step
         self.reset_parameters()
 
@@ -150,16 +166,27 @@ class DeformConv2d(nn.Module):
         nn.init.kaiming_uniform_(self.weight, nonlinearity="relu")
 
     def _deform(self, x: Tensor, offset: Tensor) -> Tensor:
-        return deform_conv2d(x.to(offset.dtype), offset, self.weight.to(offset.dtype), None, self.stride,
-                             self.padding, self.dilation, self.groups, self.deform_groups)
+        return deform_conv2d(
+            x.to(offset.dtype),
+            offset,
+            self.weight.to(offset.dtype),
+            None,
+            self.stride,
+            self.padding,
+            self.dilation,
+            self.groups,
+            self.deform_groups,
+        )
 
     def forward(self, x: Tensor, offset: Tensor) -> Tensor:
         return self._deform(x, offset)
 
     def extra_repr(self) -> str:
-        return (f"in_channels={self.in_channels}, out_channels={self.out_channels}, "
-                f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}, "
-                f"dilation={self.dilation}, groups={self.groups}, deform_groups={self.deform_groups}, bias=False")
+        return (
+            f"in_channels={self.in_channels}, out_channels={self.out_channels}, "
+            f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}, "
+            f"dilation={self.dilation}, groups={self.groups}, deform_groups={self.deform_groups}, bias=False"
+        )
 
 
 class DeformConv2dPack(DeformConv2d):
@@ -181,11 +208,13 @@ class DeformConv2dPack(DeformConv2d):
     def forward(self, x: Tensor) -> Tensor:  # type: ignore[override]
         return self._deform(x, self.conv_offset(x))
 
-    def _load_from_state_dict(self, state_dict, prefix, local_metadata, strict, missing_keys,
-                              unexpected_keys, error_msgs):
+    def _load_from_state_dict(
+        self, state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys, error_msgs
+    ):
         _rename_legacy_offset_keys(state_dict, prefix, local_metadata)
-        super()._load_from_state_dict(state_dict, prefix, local_metadata, strict, missing_keys,
-                                      unexpected_keys, error_msgs)
+        super()._load_from_state_dict(
+            state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys, error_msgs
+        )
 
 
 class ModulatedDeformConv2d(nn.Module):
@@ -210,8 +239,9 @@ class ModulatedDeformConv2d(nn.Module):
         bias: Union[bool, str] = True,
     ) -> None:
         super().__init__()
-        _init_conv_geometry(self, in_channels, out_channels, kernel_size, stride, padding, dilation, groups,
-                            deform_groups)
+        _init_conv_geometry(
+            self, in_channels, out_channels, kernel_size, stride, padding, dilation, groups, deform_groups
+        )
         if bias:
             self.bias = nn.Parameter(torch.empty(out_channels))
         else:
@@ -229,18 +259,29 @@ class ModulatedDeformConv2d(nn.Module):
     def _deform(self, x: Tensor, offset: Tensor, mask: Tensor) -> Tensor:
         dtype = offset.dtype
         bias = self.bias
-        return modulated_deform_conv2d(x.to(dtype), offset, mask.to(dtype), self.weight.to(dtype),
-                                       bias.to(dtype) if bias is not None else None, self.stride, self.padding,
-                                       self.dilation, self.groups, self.deform_groups)
+        return modulated_deform_conv2d(
+            x.to(dtype),
+            offset,
+            mask.to(dtype),
+            self.weight.to(dtype),
+            bias.to(dtype) if bias is not None else None,
+            self.stride,
+            self.padding,
+            self.dilation,
+            self.groups,
+            self.deform_groups,
+        )
 
     def forward(self, x: Tensor, offset: Tensor, mask: Tensor) -> Tensor:
         return self._deform(x, offset, mask)
 
     def extra_repr(self) -> str:
-        return (f"in_channels={self.in_channels}, out_channels={self.out_channels}, "
-                f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}, "
-                f"dilation={self.dilation}, groups={self.groups}, deform_groups={self.deform_groups}, "
-                f"bias={self.bias is not None}")
+        return (
+            f"in_channels={self.in_channels}, out_channels={self.out_channels}, "
+            f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}, "
+            f"dilation={self.dilation}, groups={self.groups}, deform_groups={self.deform_groups}, "
+            f"bias={self.bias is not None}"
+        )
 
 
 class ModulatedDeformConv2dPack(ModulatedDeformConv2d):
@@ -268,11 +309,20 @@ class ModulatedDeformConv2dPack(ModulatedDeformConv2d):
         offset = torch.cat((o1, o2), dim=1)
         return self._deform(x, offset, torch.sigmoid(mask))
 
-    def _load_from_state_dict(self, state_dict, prefix, local_metadata, strict, missing_keys,
-                              unexpected_keys, error_msgs):
+    def _load_from_state_dict(
+        self, state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys, error_msgs
+    ):
         _rename_legacy_offset_keys(state_dict, prefix, local_metadata)
-        super()._load_from_state_dict(state_dict, prefix, local_metadata, strict, missing_keys,
-                                      unexpected_keys, error_msgs)
+        super()._load_from_state_dict(
+            state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys, error_msgs
+        )
 
 
-__all__ = ["deform_conv2d", "modulated_deform_conv2d", "DeformConv2d", "DeformConv2dPack", "ModulatedDeformConv2d", "ModulatedDeformConv2dPack"]
+__all__ = [
+    "deform_conv2d",
+    "modulated_deform_conv2d",
+    "DeformConv2d",
+    "DeformConv2dPack",
+    "ModulatedDeformConv2d",
+    "ModulatedDeformConv2dPack",
+]

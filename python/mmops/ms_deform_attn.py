@@ -29,8 +29,9 @@ def ms_deform_attn(
     ``im2col_step`` has no equivalent (the kernels need no im2col buffer).
     Differentiable w.r.t. value, sampling_locations and attention_weights.
     """
-    return torch.ops.mmops.ms_deform_attn(value, spatial_shapes, level_start_index, sampling_locations,
-                                          attention_weights)
+    return torch.ops.mmops.ms_deform_attn(
+        value, spatial_shapes, level_start_index, sampling_locations, attention_weights
+    )
 
 
 def _level_start_index(spatial_shapes: Tensor) -> Tensor:
@@ -56,17 +57,28 @@ class MultiScaleDeformableAttention(nn.Module):
     ``init_cfg`` are accepted and ignored (mmcv's BaseModule plumbing).
     """
 
-    def __init__(self, embed_dims: int = 256, num_heads: int = 8, num_levels: int = 4, num_points: int = 4,
-                 im2col_step: int = 64, dropout: float = 0.1, batch_first: bool = False,
-                 norm_cfg: Optional[dict] = None, init_cfg: Optional[dict] = None,
-                 value_proj_ratio: float = 1.0) -> None:
+    def __init__(
+        self,
+        embed_dims: int = 256,
+        num_heads: int = 8,
+        num_levels: int = 4,
+        num_points: int = 4,
+        im2col_step: int = 64,
+        dropout: float = 0.1,
+        batch_first: bool = False,
+        norm_cfg: Optional[dict] = None,
+        init_cfg: Optional[dict] = None,
+        value_proj_ratio: float = 1.0,
+    ) -> None:
         super().__init__()
         if embed_dims % num_heads != 0:
             raise ValueError(f"embed_dims must be divisible by num_heads, but got {embed_dims} and {num_heads}")
         dim_per_head = embed_dims // num_heads
         if dim_per_head == 0 or (dim_per_head & (dim_per_head - 1)) != 0:
-            warnings.warn("MultiScaleDeformableAttention: embed_dims / num_heads is best a power of 2 "
-                          "(the CUDA kernel is most efficient then)")
+            warnings.warn(
+                "MultiScaleDeformableAttention: embed_dims / num_heads is best a power of 2 "
+                "(the CUDA kernel is most efficient then)"
+            )
         self.embed_dims = embed_dims
         self.num_heads = num_heads
         self.num_levels = num_levels
@@ -88,8 +100,7 @@ class MultiScaleDeformableAttention(nn.Module):
         with torch.no_grad():
             nn.init.zeros_(self.sampling_offsets.weight)
             device = self.sampling_offsets.weight.device
-            thetas = torch.arange(self.num_heads, dtype=torch.float32, device=device) * (
-                2.0 * math.pi / self.num_heads)
+            thetas = torch.arange(self.num_heads, dtype=torch.float32, device=device) * (2.0 * math.pi / self.num_heads)
             grid = torch.stack([thetas.cos(), thetas.sin()], -1)
             grid = (grid / grid.abs().max(-1, keepdim=True)[0]).view(self.num_heads, 1, 1, 2)
             grid = grid.repeat(1, self.num_levels, self.num_points, 1)
@@ -103,11 +114,18 @@ class MultiScaleDeformableAttention(nn.Module):
             nn.init.xavier_uniform_(self.output_proj.weight)
             nn.init.zeros_(self.output_proj.bias)
 
-    def forward(self, query: Tensor, key: Optional[Tensor] = None, value: Optional[Tensor] = None,
-                identity: Optional[Tensor] = None, query_pos: Optional[Tensor] = None,
-                key_padding_mask: Optional[Tensor] = None, reference_points: Optional[Tensor] = None,
-                spatial_shapes: Optional[Tensor] = None,
-                level_start_index: Optional[Tensor] = None) -> Tensor:
+    def forward(
+        self,
+        query: Tensor,
+        key: Optional[Tensor] = None,
+        value: Optional[Tensor] = None,
+        identity: Optional[Tensor] = None,
+        query_pos: Optional[Tensor] = None,
+        key_padding_mask: Optional[Tensor] = None,
+        reference_points: Optional[Tensor] = None,
+        spatial_shapes: Optional[Tensor] = None,
+        level_start_index: Optional[Tensor] = None,
+    ) -> Tensor:
         if reference_points is None:
             raise ValueError("MultiScaleDeformableAttention: reference_points is required")
         if spatial_shapes is None:
@@ -127,34 +145,38 @@ class MultiScaleDeformableAttention(nn.Module):
         if key_padding_mask is not None:
             value = value.masked_fill(key_padding_mask[..., None], 0.0)
         value = value.reshape(bs, num_value, self.num_heads, -1)
-        offsets = self.sampling_offsets(query).view(bs, num_query, self.num_heads, self.num_levels,
-                                                    self.num_points, 2)
-        weights = self.attention_weights(query).view(bs, num_query, self.num_heads,
-                                                     self.num_levels * self.num_points)
+        offsets = self.sampling_offsets(query).view(bs, num_query, self.num_heads, self.num_levels, self.num_points, 2)
+        weights = self.attention_weights(query).view(bs, num_query, self.num_heads, self.num_levels * self.num_points)
         weights = weights.softmax(-1).view(bs, num_query, self.num_heads, self.num_levels, self.num_points)
         if reference_points.shape[-1] == 2:
             # offsets are in pixels of each level: normalise by (W, H)
             normalizer = torch.stack([spatial_shapes[..., 1], spatial_shapes[..., 0]], -1).to(offsets.dtype)
-            locations = (reference_points[:, :, None, :, None, :]
-                         + offsets / normalizer[None, None, None, :, None, :])
+            locations = reference_points[:, :, None, :, None, :] + offsets / normalizer[None, None, None, :, None, :]
         elif reference_points.shape[-1] == 4:
-            locations = (reference_points[:, :, None, :, None, :2]
-                         + offsets / self.num_points * reference_points[:, :, None, :, None, 2:] * 0.5)
+            locations = (
+                reference_points[:, :, None, :, None, :2]
+                + offsets / self.num_points * reference_points[:, :, None, :, None, 2:] * 0.5
+            )
         else:
-            raise ValueError("MultiScaleDeformableAttention: the last dim of reference_points must be 2 or 4, "
-                             "but got " + str(reference_points.shape[-1]))
+            raise ValueError(
+                "MultiScaleDeformableAttention: the last dim of reference_points must be 2 or 4, "
+                "but got " + str(reference_points.shape[-1])
+            )
         if level_start_index is None:
             level_start_index = _level_start_index(spatial_shapes)
-        output = ms_deform_attn(value, spatial_shapes, level_start_index, locations.to(value.dtype),
-                                weights.to(value.dtype))
+        output = ms_deform_attn(
+            value, spatial_shapes, level_start_index, locations.to(value.dtype), weights.to(value.dtype)
+        )
         output = self.output_proj(output)
         if not self.batch_first:
             output = output.permute(1, 0, 2)
         return self.dropout(output) + identity
 
     def extra_repr(self) -> str:
-        return (f"embed_dims={self.embed_dims}, num_heads={self.num_heads}, num_levels={self.num_levels}, "
-                f"num_points={self.num_points}, batch_first={self.batch_first}")
+        return (
+            f"embed_dims={self.embed_dims}, num_heads={self.num_heads}, num_levels={self.num_levels}, "
+            f"num_points={self.num_points}, batch_first={self.batch_first}"
+        )
 
 
 __all__ = ["ms_deform_attn", "MultiScaleDeformableAttention"]

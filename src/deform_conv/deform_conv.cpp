@@ -4,8 +4,8 @@
 // validation is in deform_conv_checks.cpp, the meta (shape) functions in
 // deform_conv_meta.cpp and autograd in deform_conv_autograd.cpp.
 
-#include "deform_conv/deform_conv_ops.h"
 #include "common/dispatch.h"
+#include "deform_conv/deform_conv_ops.h"
 
 #include <mmops/deform_conv.h>
 
@@ -54,13 +54,12 @@ at::Tensor deform_conv2d_entry(const at::Tensor& input, const at::Tensor& offset
 }
 
 template <auto Kernel>
-at::Tensor modulated_deform_conv2d_entry(const at::Tensor& input, const at::Tensor& offset,
-                                         const at::Tensor& mask, const at::Tensor& weight,
-                                         const std::optional<at::Tensor>& bias, c10::SymIntArrayRef stride,
-                                         c10::SymIntArrayRef padding, c10::SymIntArrayRef dilation,
-                                         int64_t groups, int64_t deform_groups) {
-  const detail::DeformConvChecked c = detail::check_modulated_deform_conv2d(
-      input, offset, mask, weight, bias, stride, padding, dilation, groups, deform_groups);
+at::Tensor modulated_deform_conv2d_entry(const at::Tensor& input, const at::Tensor& offset, const at::Tensor& mask,
+                                         const at::Tensor& weight, const std::optional<at::Tensor>& bias,
+                                         c10::SymIntArrayRef stride, c10::SymIntArrayRef padding,
+                                         c10::SymIntArrayRef dilation, int64_t groups, int64_t deform_groups) {
+  const detail::DeformConvChecked c = detail::check_modulated_deform_conv2d(input, offset, mask, weight, bias, stride,
+                                                                            padding, dilation, groups, deform_groups);
   return Kernel(input, offset, mask, weight, value_or_undefined(bias), c.params);
 }
 
@@ -78,12 +77,11 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> backward_
 } // namespace
 
 at::Tensor deform_conv2d(const at::Tensor& input, const at::Tensor& offset, const at::Tensor& weight,
-                         const std::optional<at::Tensor>& bias, at::IntArrayRef stride,
-                         at::IntArrayRef padding, at::IntArrayRef dilation, int64_t groups,
-                         int64_t deform_groups) {
+                         const std::optional<at::Tensor>& bias, at::IntArrayRef stride, at::IntArrayRef padding,
+                         at::IntArrayRef dilation, int64_t groups, int64_t deform_groups) {
   static const auto op = detail::op_handle<DeformConv2dFn>("mmops::deform_conv2d");
-  return op.call(input, offset, weight, bias, c10::fromIntArrayRefSlow(stride),
-                 c10::fromIntArrayRefSlow(padding), c10::fromIntArrayRefSlow(dilation), groups, deform_groups);
+  return op.call(input, offset, weight, bias, c10::fromIntArrayRefSlow(stride), c10::fromIntArrayRefSlow(padding),
+                 c10::fromIntArrayRefSlow(dilation), groups, deform_groups);
 }
 
 at::Tensor modulated_deform_conv2d(const at::Tensor& input, const at::Tensor& offset, const at::Tensor& mask,
@@ -91,8 +89,8 @@ at::Tensor modulated_deform_conv2d(const at::Tensor& input, const at::Tensor& of
                                    at::IntArrayRef stride, at::IntArrayRef padding, at::IntArrayRef dilation,
                                    int64_t groups, int64_t deform_groups) {
   static const auto op = detail::op_handle<ModulatedDeformConv2dFn>("mmops::modulated_deform_conv2d");
-  return op.call(input, offset, mask, weight, bias, c10::fromIntArrayRefSlow(stride),
-                 c10::fromIntArrayRefSlow(padding), c10::fromIntArrayRefSlow(dilation), groups, deform_groups);
+  return op.call(input, offset, mask, weight, bias, c10::fromIntArrayRefSlow(stride), c10::fromIntArrayRefSlow(padding),
+                 c10::fromIntArrayRefSlow(dilation), groups, deform_groups);
 }
 
 } // namespace mmops

@@ -3,9 +3,9 @@
 // One Function with an optional mask serves both ops; its backward calls
 // mmops::_deform_conv2d_backward for the gradients that are needed.
 
-#include "deform_conv/deform_conv_ops.h"
 #include "common/autograd_utils.h"
 #include "common/dispatch.h"
+#include "deform_conv/deform_conv_ops.h"
 
 #include <torch/autograd.h>
 #include <torch/library.h>
@@ -32,9 +32,9 @@ class DeformConv2dFunction : public torch::autograd::Function<DeformConv2dFuncti
     at::AutoDispatchBelowADInplaceOrView below_autograd;
     const bool has_mask = mask.has_value() && mask->defined();
     const bool has_bias = bias.has_value() && bias->defined();
-    at::Tensor output = has_mask
-        ? v2.call(input, offset, *mask, weight, bias, stride, padding, dilation, groups, deform_groups)
-        : v1.call(input, offset, weight, bias, stride, padding, dilation, groups, deform_groups);
+    at::Tensor output =
+        has_mask ? v2.call(input, offset, *mask, weight, bias, stride, padding, dilation, groups, deform_groups)
+                 : v1.call(input, offset, weight, bias, stride, padding, dilation, groups, deform_groups);
     ctx->save_for_backward({input, offset, has_mask ? *mask : at::Tensor(), weight});
     ctx->saved_data["has_mask"] = has_mask;
     ctx->saved_data["has_bias"] = has_bias;
@@ -66,15 +66,21 @@ class DeformConv2dFunction : public torch::autograd::Function<DeformConv2dFuncti
     }
     auto [grad_input, grad_offset, grad_mask, grad_weight, grad_bias] = backward_op.call(
         grad_output, saved[0], saved[1], mask, saved[3], detail::saved_sizes(ctx, "stride"),
-        detail::saved_sizes(ctx, "padding"), detail::saved_sizes(ctx, "dilation"),
-        ctx->saved_data["groups"].toInt(), ctx->saved_data["deform_groups"].toInt(),
-        {need_input, need_offset, need_mask, need_weight, need_bias});
+        detail::saved_sizes(ctx, "padding"), detail::saved_sizes(ctx, "dilation"), ctx->saved_data["groups"].toInt(),
+        ctx->saved_data["deform_groups"].toInt(), {need_input, need_offset, need_mask, need_weight, need_bias});
     auto keep = [](bool needed, const at::Tensor& g) { return needed ? g : at::Tensor(); };
     // One entry per forward argument: (input, offset, mask, weight, bias, stride,
     // padding, dilation, groups, deform_groups); undefined where none is needed.
-    return {keep(need_input, grad_input), keep(need_offset, grad_offset), keep(need_mask, grad_mask),
-            keep(need_weight, grad_weight), keep(need_bias, grad_bias), at::Tensor(), at::Tensor(),
-            at::Tensor(), at::Tensor(), at::Tensor()};
+    return {keep(need_input, grad_input),
+            keep(need_offset, grad_offset),
+            keep(need_mask, grad_mask),
+            keep(need_weight, grad_weight),
+            keep(need_bias, grad_bias),
+            at::Tensor(),
+            at::Tensor(),
+            at::Tensor(),
+            at::Tensor(),
+            at::Tensor()};
   }
 };
 
@@ -86,13 +92,12 @@ at::Tensor deform_conv2d_autograd(const at::Tensor& input, const at::Tensor& off
                                      dilation, groups, deform_groups);
 }
 
-at::Tensor modulated_deform_conv2d_autograd(const at::Tensor& input, const at::Tensor& offset,
-                                            const at::Tensor& mask, const at::Tensor& weight,
-                                            const std::optional<at::Tensor>& bias, c10::SymIntArrayRef stride,
-                                            c10::SymIntArrayRef padding, c10::SymIntArrayRef dilation,
-                                            int64_t groups, int64_t deform_groups) {
-  return DeformConv2dFunction::apply(input, offset, std::optional<at::Tensor>(mask), weight, bias, stride,
-                                     padding, dilation, groups, deform_groups);
+at::Tensor modulated_deform_conv2d_autograd(const at::Tensor& input, const at::Tensor& offset, const at::Tensor& mask,
+                                            const at::Tensor& weight, const std::optional<at::Tensor>& bias,
+                                            c10::SymIntArrayRef stride, c10::SymIntArrayRef padding,
+                                            c10::SymIntArrayRef dilation, int64_t groups, int64_t deform_groups) {
+  return DeformConv2dFunction::apply(input, offset, std::optional<at::Tensor>(mask), weight, bias, stride, padding,
+                                     dilation, groups, deform_groups);
 }
 
 } // namespace

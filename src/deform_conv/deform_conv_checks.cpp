@@ -3,8 +3,8 @@
 // raise the same errors). Messages name the argument, what was expected and
 // what was received.
 
-#include "deform_conv/deform_conv_ops.h"
 #include "common/check_utils.h"
+#include "deform_conv/deform_conv_ops.h"
 
 #include <c10/core/SymBool.h>
 #include <c10/core/SymInt.h>
@@ -32,8 +32,8 @@ int64_t concrete_or(const c10::SymInt& v) {
 }
 
 void check_pair(const char* op, const char* name, c10::SymIntArrayRef values, bool zero_allowed) {
-  TORCH_CHECK(values.size() == 2, op, "expected ", name, " to hold 2 values (h, w), but got ",
-              values.size(), ": ", text_of(values));
+  TORCH_CHECK(values.size() == 2, op, "expected ", name, " to hold 2 values (h, w), but got ", values.size(), ": ",
+              text_of(values));
   for (const c10::SymInt& v : values) {
     TORCH_SYM_CHECK(zero_allowed ? v.sym_ge(0) : v.sym_gt(0), op, name, " values must be ",
                     zero_allowed ? "non-negative" : "positive", ", but got ", text_of(values));
@@ -43,33 +43,32 @@ void check_pair(const char* op, const char* name, c10::SymIntArrayRef values, bo
 void check_companion(const char* op, const char* name, const at::Tensor& t, const at::Tensor& input) {
   TORCH_CHECK(t.scalar_type() == input.scalar_type(), op, "expected ", name, " to have the dtype of input (",
               input.scalar_type(), "), but got ", t.scalar_type());
-  TORCH_CHECK(t.device() == input.device(), op, "expected ", name, " on the device of input (",
-              input.device(), "), but got ", t.device());
+  TORCH_CHECK(t.device() == input.device(), op, "expected ", name, " on the device of input (", input.device(),
+              "), but got ", t.device());
 }
 
 void check_shape(const char* op, const char* name, const char* meaning, const at::Tensor& t,
                  const std::vector<c10::SymInt>& expected) {
-  TORCH_CHECK(t.dim() == static_cast<int64_t>(expected.size()), op, "expected ", name, " of shape ",
-              text_of(expected), " (", meaning, "), but got a ", t.dim(), "-D tensor of shape ", shape_of(t));
+  TORCH_CHECK(t.dim() == static_cast<int64_t>(expected.size()), op, "expected ", name, " of shape ", text_of(expected),
+              " (", meaning, "), but got a ", t.dim(), "-D tensor of shape ", shape_of(t));
   c10::SymBool same(true);
   for (size_t d = 0; d < expected.size(); ++d) {
     same = same.sym_and(t.sym_size(static_cast<int64_t>(d)).sym_eq(expected[d]));
   }
-  TORCH_SYM_CHECK(same, op, "expected ", name, " of shape ", text_of(expected), " (", meaning,
-                  "), but got ", shape_of(t));
+  TORCH_SYM_CHECK(same, op, "expected ", name, " of shape ", text_of(expected), " (", meaning, "), but got ",
+                  shape_of(t));
 }
 
 DeformConvChecked check_common(const char* op, const at::Tensor& input, const at::Tensor& offset,
-                               const at::Tensor* mask, const at::Tensor& weight,
-                               c10::SymIntArrayRef stride, c10::SymIntArrayRef padding,
-                               c10::SymIntArrayRef dilation, int64_t groups, int64_t deform_groups) {
-  TORCH_CHECK(input.dim() == 4, op, "expected input to be a 4-D tensor [N, C_in, H, W], but got a ",
-              input.dim(), "-D tensor of shape ", shape_of(input));
-  TORCH_CHECK(at::isFloatingType(input.scalar_type()), op,
-              "expected input to have a floating point dtype, but got ", input.scalar_type());
-  TORCH_CHECK(weight.dim() == 4, op,
-              "expected weight to be a 4-D tensor [C_out, C_in / groups, kh, kw], but got a ", weight.dim(),
-              "-D tensor of shape ", shape_of(weight));
+                               const at::Tensor* mask, const at::Tensor& weight, c10::SymIntArrayRef stride,
+                               c10::SymIntArrayRef padding, c10::SymIntArrayRef dilation, int64_t groups,
+                               int64_t deform_groups) {
+  TORCH_CHECK(input.dim() == 4, op, "expected input to be a 4-D tensor [N, C_in, H, W], but got a ", input.dim(),
+              "-D tensor of shape ", shape_of(input));
+  TORCH_CHECK(at::isFloatingType(input.scalar_type()), op, "expected input to have a floating point dtype, but got ",
+              input.scalar_type());
+  TORCH_CHECK(weight.dim() == 4, op, "expected weight to be a 4-D tensor [C_out, C_in / groups, kh, kw], but got a ",
+              weight.dim(), "-D tensor of shape ", shape_of(weight));
   check_companion(op, "offset", offset, input);
   if (mask != nullptr) {
     check_companion(op, "mask", *mask, input);
@@ -90,25 +89,27 @@ DeformConvChecked check_common(const char* op, const at::Tensor& input, const at
   const c10::SymInt& kernel_w = weight.sym_size(3);
   TORCH_SYM_CHECK((channels % groups).sym_eq(0), op, "expected the input channels (C_in = ", channels,
                   ") to be divisible by groups (", groups, ")");
-  TORCH_SYM_CHECK((out_channels % groups).sym_eq(0), op, "expected the output channels (weight.size(0) = ",
-                  out_channels, ") to be divisible by groups (", groups, ")");
+  TORCH_SYM_CHECK((out_channels % groups).sym_eq(0), op,
+                  "expected the output channels (weight.size(0) = ", out_channels, ") to be divisible by groups (",
+                  groups, ")");
   TORCH_SYM_CHECK((channels % deform_groups).sym_eq(0), op, "expected the input channels (C_in = ", channels,
                   ") to be divisible by deform_groups (", deform_groups, ")");
-  TORCH_SYM_CHECK(kernel_h.sym_gt(0).sym_and(kernel_w.sym_gt(0)), op,
-                  "expected weight's kernel size (weight.size(2), weight.size(3)) to be positive, but got weight of shape ",
-                  shape_of(weight));
+  TORCH_SYM_CHECK(
+      kernel_h.sym_gt(0).sym_and(kernel_w.sym_gt(0)), op,
+      "expected weight's kernel size (weight.size(2), weight.size(3)) to be positive, but got weight of shape ",
+      shape_of(weight));
   TORCH_SYM_CHECK((weight.sym_size(1) * groups).sym_eq(channels), op,
-                  "expected weight of shape [C_out, C_in / groups = ", channels / groups, ", kh, kw] (C_in = ",
-                  channels, ", groups = ", groups, "), but got ", shape_of(weight));
+                  "expected weight of shape [C_out, C_in / groups = ", channels / groups,
+                  ", kh, kw] (C_in = ", channels, ", groups = ", groups, "), but got ", shape_of(weight));
 
   // Output size, as a convolution: (H + 2 * pad - (dilation * (kh - 1) + 1)) / stride + 1.
   const c10::SymInt room_h = height + padding[0] * 2 - (dilation[0] * (kernel_h - 1) + 1);
   const c10::SymInt room_w = width + padding[1] * 2 - (dilation[1] * (kernel_w - 1) + 1);
   TORCH_SYM_CHECK(room_h.sym_ge(0).sym_and(room_w.sym_ge(0)), op,
-                  "expected a positive output size, but the input (H, W) = (", height, ", ", width,
-                  ") with padding ", text_of(padding), " is smaller than the dilated kernel (",
-                  dilation[0] * (kernel_h - 1) + 1, ", ", dilation[1] * (kernel_w - 1) + 1,
-                  ") (kernel ", kernel_h, "x", kernel_w, ", dilation ", text_of(dilation), ")");
+                  "expected a positive output size, but the input (H, W) = (", height, ", ", width, ") with padding ",
+                  text_of(padding), " is smaller than the dilated kernel (", dilation[0] * (kernel_h - 1) + 1, ", ",
+                  dilation[1] * (kernel_w - 1) + 1, ") (kernel ", kernel_h, "x", kernel_w, ", dilation ",
+                  text_of(dilation), ")");
   const c10::SymInt out_h = room_h / stride[0] + 1;
   const c10::SymInt out_w = room_w / stride[1] + 1;
   const c10::SymInt taps = kernel_h * kernel_w;
@@ -139,12 +140,10 @@ DeformConvChecked check_common(const char* op, const at::Tensor& input, const at
 }
 
 DeformConvChecked check_forward(const char* op, const at::Tensor& input, const at::Tensor& offset,
-                                const at::Tensor* mask, const at::Tensor& weight,
-                                const std::optional<at::Tensor>& bias, c10::SymIntArrayRef stride,
-                                c10::SymIntArrayRef padding, c10::SymIntArrayRef dilation, int64_t groups,
-                                int64_t deform_groups) {
-  DeformConvChecked r =
-      check_common(op, input, offset, mask, weight, stride, padding, dilation, groups, deform_groups);
+                                const at::Tensor* mask, const at::Tensor& weight, const std::optional<at::Tensor>& bias,
+                                c10::SymIntArrayRef stride, c10::SymIntArrayRef padding, c10::SymIntArrayRef dilation,
+                                int64_t groups, int64_t deform_groups) {
+  DeformConvChecked r = check_common(op, input, offset, mask, weight, stride, padding, dilation, groups, deform_groups);
   if (bias.has_value() && bias->defined()) {
     check_companion(op, "bias", *bias, input);
     check_shape(op, "bias", "[C_out]", *bias, {weight.sym_size(0)});
@@ -156,8 +155,8 @@ DeformConvChecked check_forward(const char* op, const at::Tensor& input, const a
 
 DeformConvChecked check_deform_conv2d(const at::Tensor& input, const at::Tensor& offset, const at::Tensor& weight,
                                       const std::optional<at::Tensor>& bias, c10::SymIntArrayRef stride,
-                                      c10::SymIntArrayRef padding, c10::SymIntArrayRef dilation,
-                                      int64_t groups, int64_t deform_groups) {
+                                      c10::SymIntArrayRef padding, c10::SymIntArrayRef dilation, int64_t groups,
+                                      int64_t deform_groups) {
   return check_forward(kDeformConv2dOp, input, offset, nullptr, weight, bias, stride, padding, dilation, groups,
                        deform_groups);
 }
@@ -167,8 +166,8 @@ DeformConvChecked check_modulated_deform_conv2d(const at::Tensor& input, const a
                                                 const std::optional<at::Tensor>& bias, c10::SymIntArrayRef stride,
                                                 c10::SymIntArrayRef padding, c10::SymIntArrayRef dilation,
                                                 int64_t groups, int64_t deform_groups) {
-  return check_forward(kModulatedDeformConv2dOp, input, offset, &mask, weight, bias, stride, padding, dilation,
-                       groups, deform_groups);
+  return check_forward(kModulatedDeformConv2dOp, input, offset, &mask, weight, bias, stride, padding, dilation, groups,
+                       deform_groups);
 }
 
 DeformConvChecked check_deform_conv2d_backward(const at::Tensor& grad_output, const at::Tensor& input,
@@ -178,8 +177,8 @@ DeformConvChecked check_deform_conv2d_backward(const at::Tensor& grad_output, co
                                                int64_t groups, int64_t deform_groups) {
   const char* op = kDeformConv2dBackwardOp;
   const bool has_mask = mask.has_value() && mask->defined();
-  DeformConvChecked r = check_common(op, input, offset, has_mask ? &*mask : nullptr, weight, stride, padding,
-                                     dilation, groups, deform_groups);
+  DeformConvChecked r = check_common(op, input, offset, has_mask ? &*mask : nullptr, weight, stride, padding, dilation,
+                                     groups, deform_groups);
   check_companion(op, "grad_output", grad_output, input);
   check_shape(op, "grad_output", "[N, C_out, H_out, W_out]", grad_output, r.output_shape);
   return r;

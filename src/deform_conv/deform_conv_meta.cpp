@@ -26,13 +26,12 @@ at::Tensor deform_conv2d_meta(const at::Tensor& input, const at::Tensor& offset,
   return like_input(c.output_shape, input);
 }
 
-at::Tensor modulated_deform_conv2d_meta(const at::Tensor& input, const at::Tensor& offset,
-                                        const at::Tensor& mask, const at::Tensor& weight,
-                                        const std::optional<at::Tensor>& bias, c10::SymIntArrayRef stride,
-                                        c10::SymIntArrayRef padding, c10::SymIntArrayRef dilation,
-                                        int64_t groups, int64_t deform_groups) {
-  const detail::DeformConvChecked c = detail::check_modulated_deform_conv2d(
-      input, offset, mask, weight, bias, stride, padding, dilation, groups, deform_groups);
+at::Tensor modulated_deform_conv2d_meta(const at::Tensor& input, const at::Tensor& offset, const at::Tensor& mask,
+                                        const at::Tensor& weight, const std::optional<at::Tensor>& bias,
+                                        c10::SymIntArrayRef stride, c10::SymIntArrayRef padding,
+                                        c10::SymIntArrayRef dilation, int64_t groups, int64_t deform_groups) {
+  const detail::DeformConvChecked c = detail::check_modulated_deform_conv2d(input, offset, mask, weight, bias, stride,
+                                                                            padding, dilation, groups, deform_groups);
   return like_input(c.output_shape, input);
 }
 

@@ -4,9 +4,9 @@
 // kernels/ms_deform_attn, the meta (shape) functions in ms_deform_attn_meta.cpp
 // and autograd in ms_deform_attn_autograd.cpp.
 
-#include "ms_deform_attn/ms_deform_attn_ops.h"
 #include "common/dispatch.h"
 #include "common/index_policy.h"
+#include "ms_deform_attn/ms_deform_attn_ops.h"
 
 #include <mmops/ms_deform_attn.h>
 
@@ -31,28 +31,26 @@ namespace {
 // The device entries: validation (as the meta kernels), the level table when
 // the index policy says so, then the kernel (CPU or CUDA).
 
-void check_level_table(const at::Tensor& value, const at::Tensor& spatial_shapes,
-                       const at::Tensor& level_start_index) {
+void check_level_table(const at::Tensor& value, const at::Tensor& spatial_shapes, const at::Tensor& level_start_index) {
   if (detail::should_validate_indices(spatial_shapes)) {
     detail::check_levels(spatial_shapes, level_start_index, value.size(1));
   }
 }
 
 template <auto Kernel>
-at::Tensor forward_entry(const at::Tensor& value, const at::Tensor& spatial_shapes,
-                         const at::Tensor& level_start_index, const at::Tensor& sampling_locations,
-                         const at::Tensor& attention_weights) {
-  detail::check_ms_deform_attn_forward(value, spatial_shapes, level_start_index, sampling_locations,
-                                       attention_weights);
+at::Tensor forward_entry(const at::Tensor& value, const at::Tensor& spatial_shapes, const at::Tensor& level_start_index,
+                         const at::Tensor& sampling_locations, const at::Tensor& attention_weights) {
+  detail::check_ms_deform_attn_forward(value, spatial_shapes, level_start_index, sampling_locations, attention_weights);
   check_level_table(value, spatial_shapes, level_start_index);
   return Kernel(value, spatial_shapes, level_start_index, sampling_locations, attention_weights);
 }
 
 template <auto Kernel>
-std::tuple<at::Tensor, at::Tensor, at::Tensor> backward_entry(
-    const at::Tensor& grad_output, const at::Tensor& value, const at::Tensor& spatial_shapes,
-    const at::Tensor& level_start_index, const at::Tensor& sampling_locations,
-    const at::Tensor& attention_weights) {
+std::tuple<at::Tensor, at::Tensor, at::Tensor> backward_entry(const at::Tensor& grad_output, const at::Tensor& value,
+                                                              const at::Tensor& spatial_shapes,
+                                                              const at::Tensor& level_start_index,
+                                                              const at::Tensor& sampling_locations,
+                                                              const at::Tensor& attention_weights) {
   detail::check_ms_deform_attn_backward(grad_output, value, spatial_shapes, level_start_index, sampling_locations,
                                         attention_weights);
   check_level_table(value, spatial_shapes, level_start_index);

@@ -3,9 +3,9 @@
 // sampling_locations and attention_weights (spatial_shapes and
 // level_start_index are integer data).
 
-#include "ms_deform_attn/ms_deform_attn_ops.h"
 #include "common/autograd_utils.h"
 #include "common/dispatch.h"
+#include "ms_deform_attn/ms_deform_attn_ops.h"
 
 #include <torch/autograd.h>
 #include <torch/library.h>
@@ -43,8 +43,7 @@ class MsDeformAttnFunction : public torch::autograd::Function<MsDeformAttnFuncti
 at::Tensor ms_deform_attn_autograd(const at::Tensor& value, const at::Tensor& spatial_shapes,
                                    const at::Tensor& level_start_index, const at::Tensor& sampling_locations,
                                    const at::Tensor& attention_weights) {
-  return MsDeformAttnFunction::apply(value, spatial_shapes, level_start_index, sampling_locations,
-                                     attention_weights);
+  return MsDeformAttnFunction::apply(value, spatial_shapes, level_start_index, sampling_locations, attention_weights);
 }
 
 } // namespace

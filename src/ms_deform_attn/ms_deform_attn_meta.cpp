@@ -12,17 +12,15 @@ namespace {
 at::Tensor ms_deform_attn_meta(const at::Tensor& value, const at::Tensor& spatial_shapes,
                                const at::Tensor& level_start_index, const at::Tensor& sampling_locations,
                                const at::Tensor& attention_weights) {
-  detail::check_ms_deform_attn_forward(value, spatial_shapes, level_start_index, sampling_locations,
-                                       attention_weights);
-  return at::empty_symint({sampling_locations.sym_size(0), sampling_locations.sym_size(1),
-                           value.sym_size(2) * value.sym_size(3)},
-                          value.options());
+  detail::check_ms_deform_attn_forward(value, spatial_shapes, level_start_index, sampling_locations, attention_weights);
+  return at::empty_symint(
+      {sampling_locations.sym_size(0), sampling_locations.sym_size(1), value.sym_size(2) * value.sym_size(3)},
+      value.options());
 }
 
 std::tuple<at::Tensor, at::Tensor, at::Tensor> ms_deform_attn_backward_meta(
     const at::Tensor& grad_output, const at::Tensor& value, const at::Tensor& spatial_shapes,
-    const at::Tensor& level_start_index, const at::Tensor& sampling_locations,
-    const at::Tensor& attention_weights) {
+    const at::Tensor& level_start_index, const at::Tensor& sampling_locations, const at::Tensor& attention_weights) {
   detail::check_ms_deform_attn_backward(grad_output, value, spatial_shapes, level_start_index, sampling_locations,
                                         attention_weights);
   return {at::empty_symint(value.sym_sizes(), value.options()),

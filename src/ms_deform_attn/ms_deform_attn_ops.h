@@ -27,8 +27,7 @@ void check_ms_deform_attn_forward(const at::Tensor& value, const at::Tensor& spa
 // The above plus grad_output [B, Q, M * D] with value's dtype and device.
 void check_ms_deform_attn_backward(const at::Tensor& grad_output, const at::Tensor& value,
                                    const at::Tensor& spatial_shapes, const at::Tensor& level_start_index,
-                                   const at::Tensor& sampling_locations,
-                                   const at::Tensor& attention_weights);
+                                   const at::Tensor& sampling_locations, const at::Tensor& attention_weights);
 
 // The level table held in tensor data: H, W >= 0, level_start_index the
 // running sum of H * W, sum(H * W) == rows (= value.size(1)). Reads the data
@@ -40,14 +39,14 @@ void check_levels(const at::Tensor& spatial_shapes, const at::Tensor& level_star
 
 // ms_deform_attn(Tensor value, Tensor spatial_shapes, Tensor level_start_index,
 //     Tensor sampling_locations, Tensor attention_weights) -> Tensor
-using MsDeformAttnFn = at::Tensor(const at::Tensor&, const at::Tensor&, const at::Tensor&,
-                                  const at::Tensor&, const at::Tensor&);
+using MsDeformAttnFn = at::Tensor(const at::Tensor&, const at::Tensor&, const at::Tensor&, const at::Tensor&,
+                                  const at::Tensor&);
 
 // _ms_deform_attn_backward(Tensor grad_output, Tensor value, Tensor spatial_shapes,
 //     Tensor level_start_index, Tensor sampling_locations, Tensor attention_weights)
 //     -> (Tensor grad_value, Tensor grad_sampling_locations, Tensor grad_attention_weights)
-using MsDeformAttnBackwardFn = std::tuple<at::Tensor, at::Tensor, at::Tensor>(
-    const at::Tensor&, const at::Tensor&, const at::Tensor&, const at::Tensor&, const at::Tensor&,
-    const at::Tensor&);
+using MsDeformAttnBackwardFn = std::tuple<at::Tensor, at::Tensor, at::Tensor>(const at::Tensor&, const at::Tensor&,
+                                                                              const at::Tensor&, const at::Tensor&,
+                                                                              const at::Tensor&, const at::Tensor&);
 
 } // namespace mmops

@@ -42,7 +42,7 @@ void expect_equal(const at::Tensor& actual, const at::Tensor& expected, const st
 TEST(DeformConv2d, KnownVectorByHand) {
   Known k;
   const at::Tensor out = mmops::deform_conv2d(k.input, k.offset, k.weight, k.bias);
-  expect_equal(out, values({5.5, 2.5, 1.5, 0.5}, {1, 1, 2, 2}), "output");  // 2 * value + 0.5
+  expect_equal(out, values({5.5, 2.5, 1.5, 0.5}, {1, 1, 2, 2}), "output"); // 2 * value + 0.5
   out.sum().backward();
   expect_equal(k.input.grad(), values({3.5, 0.5, 0.5, 0.5}, {1, 1, 2, 2}), "grad input");
   // d value / d(dy, dx) (floor convention at integer coordinates), times 2
@@ -54,7 +54,7 @@ TEST(DeformConv2d, KnownVectorByHand) {
 TEST(ModulatedDeformConv2d, KnownVectorByHand) {
   Known k;
   const at::Tensor out = mmops::modulated_deform_conv2d(k.input, k.offset, k.mask, k.weight, k.bias);
-  expect_equal(out, values({3.0, 2.5, 2.5, 0.5}, {1, 1, 2, 2}), "output");  // 2 * mask * value + 0.5
+  expect_equal(out, values({3.0, 2.5, 2.5, 0.5}, {1, 1, 2, 2}), "output"); // 2 * mask * value + 0.5
   out.sum().backward();
   expect_equal(k.input.grad(), values({4.25, 0.25, 0.25, 0.25}, {1, 1, 2, 2}), "grad input");
   expect_equal(k.offset.grad(), values({2, 4, 4, 0, 1, 2, 2, 0}, {1, 2, 2, 2}), "grad offset");
@@ -79,8 +79,8 @@ TEST(ModulatedDeformConv2d, FiniteDifferences) {
   // Offsets with fractions in [0.2, 0.8]: samples stay away from integer
   // coordinates, where bilinear interpolation is not differentiable.
   const at::Tensor x0 = at::randn({1, 4, 5, 6}, at::kDouble);
-  const at::Tensor off0 = at::randint(-2, 2, {1, 2 * 2 * 9, 5, 6}, at::kDouble) + 0.2 +
-                          0.6 * at::rand({1, 2 * 2 * 9, 5, 6}, at::kDouble);
+  const at::Tensor off0 =
+      at::randint(-2, 2, {1, 2 * 2 * 9, 5, 6}, at::kDouble) + 0.2 + 0.6 * at::rand({1, 2 * 2 * 9, 5, 6}, at::kDouble);
   const at::Tensor mask0 = at::rand({1, 2 * 9, 5, 6}, at::kDouble);
   const at::Tensor w0 = at::randn({4, 2, 3, 3}, at::kDouble);
   const at::Tensor b0 = at::randn({4}, at::kDouble);

@@ -53,7 +53,7 @@ TEST(MsDeformAttn, FiniteDifferences) {
   const at::Tensor value = at::randn({B, 18, M, D}, at::kDouble);
   // pixel coordinates 0.15 .. 0.85 px past an integer from -1 to size - 1 (away from the kinks)
   at::Tensor loc = at::empty({B, Q, M, L, P, 2}, at::kDouble);
-  const int64_t sizes[2][2] = {{4, 3}, {3, 2}};  // (W, H) per level
+  const int64_t sizes[2][2] = {{4, 3}, {3, 2}}; // (W, H) per level
   for (int64_t l = 0; l < L; ++l) {
     for (int64_t axis = 0; axis < 2; ++axis) {
       const int64_t size = sizes[l][axis];
@@ -80,8 +80,9 @@ TEST(MsDeformAttn, FiniteDifferences) {
       std::vector<at::Tensor> minus = {value.clone(), loc.clone(), attn.clone()};
       plus[which].view(-1)[i] += eps;
       minus[which].view(-1)[i] -= eps;
-      const double numeric = (loss(plus[0], plus[1], plus[2]).item<double>() -
-                              loss(minus[0], minus[1], minus[2]).item<double>()) / (2 * eps);
+      const double numeric =
+          (loss(plus[0], plus[1], plus[2]).item<double>() - loss(minus[0], minus[1], minus[2]).item<double>()) /
+          (2 * eps);
       EXPECT_NEAR(analytic.view(-1)[i].item<double>(), numeric, 1e-6 * (1 + std::abs(numeric)))
           << "input " << which << " element " << i;
     }
@@ -102,8 +103,9 @@ TEST(MsDeformAttn, EmptyBatchAndNonFiniteLocations) {
   loc.view(-1)[0] = NAN;
   loc.view(-1)[5] = INFINITY;
   const at::Tensor lg = loc.clone().requires_grad_(true);
-  const at::Tensor nan_out = mmops::ms_deform_attn(c.value, c.spatial_shapes, c.level_start_index, lg, c.attention_weights);
-  EXPECT_NEAR(nan_out.item<double>(), 1.0 + 0.25 * 6.0, 1e-13);  // only points 1 and 3 remain
+  const at::Tensor nan_out =
+      mmops::ms_deform_attn(c.value, c.spatial_shapes, c.level_start_index, lg, c.attention_weights);
+  EXPECT_NEAR(nan_out.item<double>(), 1.0 + 0.25 * 6.0, 1e-13); // only points 1 and 3 remain
   nan_out.sum().backward();
   EXPECT_TRUE(at::equal(lg.grad().flatten().slice(0, 0, 2), at::zeros({2}, at::kDouble))) << lg.grad();
   EXPECT_TRUE(at::equal(lg.grad().flatten().slice(0, 4, 6), at::zeros({2}, at::kDouble))) << lg.grad();
@@ -147,8 +149,8 @@ TEST(MsDeformAttn, CudaMatchesCpu) {
     std::vector<at::Tensor> leaves = {value.detach().to(device).requires_grad_(true),
                                       loc.detach().to(device).requires_grad_(true),
                                       attn.detach().to(device).requires_grad_(true)};
-    outs[d] = mmops::ms_deform_attn(leaves[0], spatial_shapes.to(device), level_start_index.to(device), leaves[1],
-                                    leaves[2]);
+    outs[d] =
+        mmops::ms_deform_attn(leaves[0], spatial_shapes.to(device), level_start_index.to(device), leaves[1], leaves[2]);
     outs[d].backward(go.to(device));
     for (const at::Tensor& leaf : leaves) {
       grads[d].push_back(leaf.grad().cpu());
