@@ -35,10 +35,21 @@ import mmops  # noqa: E402  (registers torch.ops.mmops.*)
 def pytest_configure(config):
     config.addinivalue_line("markers", "slow: long test (deselect with -m 'not slow', "
                                        "e.g. under compute-sanitizer)")
+    config.addinivalue_line("markers", "cuda: needs a CUDA device (skipped without one; "
+                                       ".ci/gpu_check.sh selects these with -m cuda)")
 
 
-requires_cuda = pytest.mark.skipif(not torch.cuda.is_available(),
-                                   reason="no CUDA device on this machine")
+def pytest_collection_modifyitems(config, items):
+    if torch.cuda.is_available():
+        return
+    skip = pytest.mark.skip(reason="no CUDA device on this machine")
+    for item in items:
+        if item.get_closest_marker("cuda") is not None:
+            item.add_marker(skip)
+
+
+# Every test that needs a GPU carries this marker (an alias of pytest.mark.cuda).
+requires_cuda = pytest.mark.cuda
 
 try:
     import torchvision  # noqa: F401

@@ -1,11 +1,12 @@
-"""mmops.bbox_overlaps: float64 reference written here, mmcv's published vectors,
-torchvision's box_iou, gradcheck, opcheck, TorchScript, torch.compile, bad
-inputs, CUDA == CPU (skipped without a GPU)."""
+"""mmops.bbox_overlaps: the conformance cases, then a float64 reference written here,
+mmcv's published vectors, torchvision's box_iou, gradcheck, degenerate boxes and the
+CUDA-specific test (skipped without a GPU)."""
 import pytest
 import torch
 
 import mmops
-from conftest import requires_cuda, requires_torchvision
+from conformance import BadInput, ConformanceCase, ConformanceSuite, Sample
+from conftest import requires_torchvision
 
 op = torch.ops.mmops.bbox_overlaps
 
@@ -35,6 +36,92 @@ def random_boxes(n, *, dtype=torch.float64, seed=0, image=50.0, side=25.0, devic
     xy = torch.rand(n, 2, generator=g, dtype=torch.float64) * image
     wh = torch.rand(n, 2, generator=g, dtype=torch.float64) * side + 0.5
     return torch.cat([xy, xy + wh], 1).to(dtype=dtype, device=device)
+
+
+# ----------------------------------------------------------------------------- conformance
+
+def _sample(mode, aligned, offset):
+    """7 bboxes1 and 9 bboxes2 (7 when aligned); size 1: 5 and 11 (5)."""
+    def sample(device, dtype, size):
+        m, n = (7, 9) if size == 0 else (5, 11)
+        b1 = random_boxes(m, dtype=dtype, seed=13 + size, device=device)
+        b2 = random_boxes(m if aligned else n, dtype=dtype, seed=14 + size, device=device)
+        return Sample((b1, b2, mode, aligned, offset))
+    return sample
+
+
+def _empty(mode, aligned, offset):
+    def empty(device, dtype):
+        e, a = torch.zeros(0, 4, dtype=dtype, device=device), random_boxes(4, dtype=dtype, seed=3, device=device)
+        if aligned:
+            return [Sample((e, e, mode, True, offset), out_shapes=[(0,)])]
+        return [Sample((e, a, mode, False, offset), out_shapes=[(0, 4)]),
+                Sample((a, e, mode, False, offset), out_shapes=[(4, 0)])]
+    return empty
+
+
+def _cuda_samples(aligned):
+    def samples(dtype):
+        for mode in ("iou", "iof"):
+            for offset in (0, 1):
+                for m, n in ((0, 5), (1, 1), (33, 65), (300, 1000)):
+                    b1 = random_boxes(m, dtype=dtype, seed=m, image=200.0, side=60.0)
+                    b2 = random_boxes(n, dtype=dtype, seed=n + 1, image=200.0, side=60.0)
+                    yield Sample((b1, b2[:m] if aligned else b2, mode, aligned, offset))
+    return samples
+
+
+def _cuda_tol(dtype, what, expected, sample):
+    """10x the CPU tolerance; all-pairs gradients (accumulated in float / double on both
+    devices) sum a term per box of bboxes2."""
+    b1, b2, mode, aligned, offset = sample.args
+    scale = 1.0 if what.startswith("output") or aligned else 1.0 + max(len(b2), 1)
+    return dict(rtol=TOL[dtype] * 10, atol=TOL[dtype] * 10 * scale)
+
+
+def _helpers(sample):
+    b1, b2, _, aligned, _ = sample.args
+    go = torch.randn_like(op(b1, b2, "iou", aligned, 0))
+    return [(torch.ops.mmops._bbox_overlaps_backward, (go, b1, b2, "iou", aligned, 0))]
+
+
+class _IoUNet(torch.nn.Module):
+    """bbox_overlaps in a model: an IoU loss, the functional wrapper and the op."""
+
+    def forward(self, b1: torch.Tensor, b2: torch.Tensor):
+        loss = (1 - op(b1 * 1.0, b2, "iou", False, 0)).pow(2).sum() + op(b1, b1, "iof", True, 0).sum()
+        net = mmops.bbox_overlaps(b1, b2, "iou", False, 0) + torch.ops.mmops.bbox_overlaps(b1, b2, "iof", False, 1)
+        return loss, net
+
+
+_Z = torch.zeros
+CONFORMANCE = [
+    ConformanceCase(
+        "bbox_overlaps_iof_offset1", op, _sample("iof", False, 1), dtype=torch.float64, dtypes=DTYPES,
+        grad_args=(0, 1), empty=_empty("iof", False, 1), module=_IoUNet, helpers=_helpers,
+        cuda_samples=_cuda_samples(False), cuda_tol=_cuda_tol, compile_tol=dict(rtol=1e-7, atol=1e-7),
+        bad_inputs={
+            "bboxes1_5_cols": BadInput(lambda *_: (_Z(3, 5), _Z(2, 4)), r"bboxes1 to be a 2-D tensor of shape \[M, 4\]"),
+            "bboxes2_1d": BadInput(lambda *_: (_Z(3, 4), _Z(4)), r"bboxes2 to be a 2-D tensor of shape \[N, 4\]"),
+            "int_boxes": BadInput(lambda *_: (_Z(3, 4, dtype=torch.int32), _Z(2, 4, dtype=torch.int32)),
+                                  "floating point dtype, but got Int"),
+            "dtypes_differ": BadInput(lambda *_: (_Z(3, 4), _Z(2, 4, dtype=torch.float64)),
+                                      r"bboxes2 to have the dtype of bboxes1 \(Float\), but got Double"),
+            "mode": BadInput(lambda *_: (_Z(3, 4), _Z(2, 4), "giou"), 'mode must be "iou" or "iof", but got "giou"'),
+            "offset": BadInput(lambda *_: (_Z(3, 4), _Z(2, 4), "iou", False, 2), "offset must be 0 or 1, but got 2"),
+            "aligned_counts": BadInput(lambda *_: (_Z(3, 4), _Z(2, 4), "iou", True),
+                                       "aligned=True needs as many bboxes1 as bboxes2, but got 3 and 2"),
+            "bboxes2_on_cpu": BadInput(lambda *_: (_Z(3, 4, device="cuda"), _Z(2, 4)),
+                                       "bboxes2 on the device of bboxes1", cuda=True),
+        }),
+    ConformanceCase("bbox_overlaps_iof_offset1_aligned", op, _sample("iof", True, 1), dtype=torch.float64,
+                    dtypes=DTYPES, grad_args=(0, 1), empty=_empty("iof", True, 1), helpers=_helpers,
+                    cuda_samples=_cuda_samples(True), cuda_tol=_cuda_tol),
+]
+
+
+class TestBBoxOverlapsConformance(ConformanceSuite):
+    cases = CONFORMANCE
 
 
 # ----------------------------------------------------------------------------- known vectors
@@ -90,7 +177,7 @@ def test_torchvision_box_iou():
     torch.testing.assert_close(op(b1, b2), torchvision.ops.box_iou(b1, b2), rtol=1e-6, atol=1e-6)
 
 
-def test_degenerate_nonfinite_empty():
+def test_degenerate_and_nonfinite():
     a = torch.tensor([[1.0, 1.0, 1.0, 1.0], [0.0, 0.0, float("nan"), 2.0], [0.0, 0.0, float("inf"), 2.0],
                       [0.0, 0.0, 2.0, 2.0]])
     out = op(a, a)
@@ -104,13 +191,6 @@ def test_degenerate_nonfinite_empty():
     # reversed boxes: negative area, no intersection
     r = torch.tensor([[2.0, 2.0, 0.0, 0.0]])
     torch.testing.assert_close(op(r, a[3:]), overlaps_ref(r, a[3:]))
-    empty = torch.zeros(0, 4)
-    assert op(empty, a).shape == (0, 4) and op(a, empty).shape == (4, 0)
-    assert op(empty, empty, aligned=True).shape == (0,)
-    e = empty.clone().requires_grad_(True)
-    a2 = a[3:].clone().requires_grad_(True)
-    op(e, a2).sum().backward()
-    assert e.grad.shape == (0, 4) and torch.equal(a2.grad, torch.zeros(1, 4))
 
 
 def test_strided_inputs():
@@ -152,111 +232,10 @@ def test_double_backward_raises():
         torch.autograd.grad(out, b1, go, create_graph=True)
 
 
-# ----------------------------------------------------------------------------- errors
-
-@pytest.mark.parametrize("call, message", [
-    (lambda: op(torch.zeros(3, 5), torch.zeros(2, 4)), r"bboxes1 to be a 2-D tensor of shape \[M, 4\]"),
-    (lambda: op(torch.zeros(3, 4), torch.zeros(4)), r"bboxes2 to be a 2-D tensor of shape \[N, 4\]"),
-    (lambda: op(torch.zeros(3, 4, dtype=torch.int32), torch.zeros(2, 4, dtype=torch.int32)), "floating point dtype, but got Int"),
-    (lambda: op(torch.zeros(3, 4), torch.zeros(2, 4, dtype=torch.float64)), r"bboxes2 to have the dtype of bboxes1 \(Float\), but got Double"),
-    (lambda: op(torch.zeros(3, 4), torch.zeros(2, 4), "giou"), 'mode must be "iou" or "iof", but got "giou"'),
-    (lambda: op(torch.zeros(3, 4), torch.zeros(2, 4), "iou", False, 2), "offset must be 0 or 1, but got 2"),
-    (lambda: op(torch.zeros(3, 4), torch.zeros(2, 4), "iou", True), "aligned=True needs as many bboxes1 as bboxes2, but got 3 and 2"),
-])
-def test_bad_inputs(call, message):
-    with pytest.raises(RuntimeError, match=message):
-        call()
+# ----------------------------------------------------------------------------- CUDA
 
 
-@requires_cuda
-def test_device_mismatch():
-    with pytest.raises(RuntimeError, match="bboxes2 on the device of bboxes1"):
-        op(torch.zeros(3, 4, device="cuda"), torch.zeros(2, 4))
-
-
-# ----------------------------------------------------------------------------- opcheck / compile / script
-
-@pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=requires_cuda)])
-@pytest.mark.parametrize("aligned", [False, True])
-@pytest.mark.parametrize("requires_grad", [False, True])
-def test_opcheck(device, aligned, requires_grad):
-    b1 = random_boxes(7, seed=13, device=device).requires_grad_(requires_grad)
-    b2 = random_boxes(7 if aligned else 9, seed=14, device=device).requires_grad_(requires_grad)
-    torch.library.opcheck(op.default, (b1, b2), dict(mode="iof", aligned=aligned, offset=1))
-    out = op(b1, b2, "iou", aligned, 0)
-    go = torch.randn_like(out)
-    torch.library.opcheck(torch.ops.mmops._bbox_overlaps_backward.default,
-                          (go, b1.detach(), b2.detach(), "iou", aligned, 0))
-
-
-def _loss(b1, b2):
-    return (1 - op(b1 * 1.0, b2, "iou", False, 0)).pow(2).sum() + op(b1, b1, "iof", True, 0).sum()
-
-
-def test_compile_fullgraph():
-    from torch._dynamo.testing import CompileCounterWithBackend
-    torch._dynamo.reset()
-    cnt = CompileCounterWithBackend("inductor")
-    cfn = torch.compile(_loss, backend=cnt, fullgraph=True, dynamic=True)
-    for m, n in ((5, 7), (9, 4)):
-        b1 = random_boxes(m, seed=m).requires_grad_(True)
-        b2 = random_boxes(n, seed=n + 50).requires_grad_(True)
-        e = _loss(b1, b2)
-        ge = torch.autograd.grad(e, (b1, b2))
-        o = cfn(b1, b2)
-        go = torch.autograd.grad(o, (b1, b2))
-        torch.testing.assert_close(o, e)
-        for x, y in zip(go, ge):
-            torch.testing.assert_close(x, y)
-    assert cnt.frame_count == 1
-
-
-class _IoUNet(torch.nn.Module):
-    def forward(self, b1, b2):
-        return mmops.bbox_overlaps(b1, b2, "iou", False, 0) + torch.ops.mmops.bbox_overlaps(b1, b2, "iof", False, 1)
-
-
-def test_torchscript_save_load(tmp_path):
-    b1, b2 = random_boxes(6, seed=15), random_boxes(8, seed=16)
-    sm = torch.jit.script(_IoUNet())
-    path = str(tmp_path / "iou.pt")
-    sm.save(path)
-    loaded = torch.jit.load(path)
-    exp = _IoUNet()(b1, b2)
-    torch.testing.assert_close(loaded(b1, b2), exp, rtol=0, atol=0)
-    x = b1.clone().requires_grad_(True)
-    loaded(x, b2).sum().backward()
-    assert x.grad is not None and x.grad.abs().sum() > 0
-
-
-# ----------------------------------------------------------------------------- CUDA == CPU
-
-@requires_cuda
-@pytest.mark.parametrize("dtype", DTYPES)
-@pytest.mark.parametrize("mode", ["iou", "iof"])
-@pytest.mark.parametrize("offset", [0, 1])
-def test_cuda_equals_cpu(dtype, mode, offset):
-    for m, n in ((0, 5), (1, 1), (33, 65), (300, 1000)):
-        b1 = random_boxes(m, dtype=dtype, seed=m, image=200.0, side=60.0)
-        b2 = random_boxes(n, dtype=dtype, seed=n + 1, image=200.0, side=60.0)
-        tol = dict(rtol=TOL[dtype] * 10, atol=TOL[dtype] * 10)
-        torch.testing.assert_close(op(b1.cuda(), b2.cuda(), mode, False, offset).cpu(),
-                                   op(b1, b2, mode, False, offset), **tol)
-        b2a = b2[:m]
-        torch.testing.assert_close(op(b1.cuda(), b2a.cuda(), mode, True, offset).cpu(),
-                                   op(b1, b2a, mode, True, offset), **tol)
-        # gradients (accumulated in float / double on both devices)
-        for aligned, other in ((False, b2), (True, b2a)):
-            go = torch.randn(op(b1, other, mode, aligned, offset).shape, dtype=torch.float64).to(dtype)
-            gc = torch.ops.mmops._bbox_overlaps_backward(go.cuda(), b1.cuda(), other.cuda(), mode, aligned, offset)
-            g = torch.ops.mmops._bbox_overlaps_backward(go, b1, other, mode, aligned, offset)
-            scale = 1.0 + max(other.shape[0], 1) * (0.0 if aligned else 1.0)
-            for x, y in zip(gc, g):
-                torch.testing.assert_close(x.cpu().double(), y.double(), rtol=TOL[dtype] * 10,
-                                           atol=TOL[dtype] * 10 * scale)
-
-
-@requires_cuda
+@pytest.mark.cuda
 def test_cuda_nonfinite_and_large():
     a = torch.tensor([[1.0, 1.0, 1.0, 1.0], [0.0, 0.0, float("nan"), 2.0], [0.0, 0.0, float("inf"), 2.0],
                       [0.0, 0.0, 2.0, 2.0]])

@@ -1,13 +1,14 @@
-"""mmops nms, batched_nms and soft_nms: against float64 references written here,
-mmcv's published vectors, torchvision, opcheck, TorchScript, torch.compile, bad
-inputs, and CUDA == CPU (skipped without a GPU)."""
+"""mmops nms, batched_nms and soft_nms: the conformance cases, then float64 references
+written here, mmcv's published vectors, ties / NaN / strides, the wrappers, torchvision
+and the CUDA-specific tests (skipped without a GPU)."""
 import math
 
 import pytest
 import torch
 
 import mmops
-from conftest import HAS_TORCHVISION, requires_cuda, requires_torchvision
+from conformance import BadInput, ConformanceCase, ConformanceSuite, Sample
+from conftest import requires_torchvision
 
 nms_op = torch.ops.mmops.nms
 batched_op = torch.ops.mmops.batched_nms
@@ -110,6 +111,111 @@ def random_boxes(n, *, image=100.0, max_side=30.0, dtype=torch.float32, device="
 def rounded(t):
     """The values the op sees for a low precision dtype, in float64."""
     return t.double()
+
+
+# ----------------------------------------------------------------------------- conformance
+
+def _sample(op_args, n=40, seed=31, with_idxs=False, other_n=90):
+    """sample(device, dtype, size): n random boxes and scores (other_n for size 1), category ids
+    in [0, 3) for batched_nms, then the op's options."""
+    def sample(device, dtype, size):
+        k = n if size == 0 else other_n
+        boxes, scores = random_boxes(k, seed=seed + size, dtype=dtype, device=device)
+        idxs = torch.randint(0, 3, (k,), generator=torch.Generator().manual_seed(seed)).to(device)
+        return Sample((boxes, scores, idxs, *op_args) if with_idxs else (boxes, scores, *op_args))
+    return sample
+
+
+def _empty(op_args, out_shapes, with_idxs=False):
+    def empty(device, dtype):
+        boxes, scores = torch.zeros(0, 4, dtype=dtype, device=device), torch.zeros(0, dtype=dtype, device=device)
+        idxs = torch.zeros(0, dtype=torch.long, device=device)
+        return [Sample((boxes, scores, idxs, *op_args) if with_idxs else (boxes, scores, *op_args),
+                       out_shapes=out_shapes)]
+    return empty
+
+
+def _cuda_samples(op_args_list, with_idxs=False, max_n=5000):
+    """Tiles of 64 boxes (63, 64, 65), several mask chunks (1000, 5000)."""
+    def samples(dtype):
+        for n in (0, 1, 63, 64, 65, 1000, 5000):
+            if n > max_n:
+                continue
+            boxes, scores = random_boxes(n, image=400.0, max_side=60.0, dtype=dtype, seed=n)
+            idxs = torch.randint(0, 7, (n,), generator=torch.Generator().manual_seed(n))
+            for op_args in op_args_list:
+                yield Sample((boxes, scores, idxs, *op_args) if with_idxs else (boxes, scores, *op_args))
+    return samples
+
+
+def _soft_tol(dtype, what, expected, sample):
+    tol = {torch.float32: 1e-5, torch.float64: 1e-12, torch.float16: 1e-3, torch.bfloat16: 1e-2}[dtype]
+    return dict(rtol=tol, atol=tol)
+
+
+class _Post(torch.nn.Module):
+    """Detection post-processing: the three ops (their unbacked sizes used further on) and the
+    mmcv-style wrappers."""
+
+    def forward(self, boxes: torch.Tensor, scores: torch.Tensor, idxs: torch.Tensor):
+        keep = torch.ops.mmops.nms(boxes * 1.0, scores, 0.5)
+        keep2 = torch.ops.mmops.batched_nms(boxes, scores, idxs, 0.5)
+        dets, keep3 = torch.ops.mmops.soft_nms(boxes, scores, 0.3, 0.5, 1e-3, "linear")
+        computed = (boxes[keep].sum(1) + 1, scores[keep2] * 2, dets[:, 4] + keep3)
+        wrapped_dets, wrapped_keep = mmops.nms(boxes, scores, 0.5, 0, 0.1, 20)
+        batched = torch.ops.mmops.batched_nms(boxes, scores, idxs, 0.4)
+        soft_dets, soft_keep = mmops.soft_nms(boxes, scores, 0.3, 0.5, 1e-3, "gaussian")
+        return computed, wrapped_dets, wrapped_keep, batched, soft_dets, soft_keep
+
+
+_Z = torch.zeros
+CONFORMANCE = [
+    ConformanceCase(
+        "nms", nms_op, _sample([0.5]), dtypes=DTYPES, data_dependent=True, empty=_empty([0.5], [(0,)]),
+        cuda_samples=_cuda_samples([[thr] for thr in (-0.1, 0.0, 0.5, 0.8)]),
+        bad_inputs={
+            "boxes_5_cols": BadInput(lambda *_: (_Z(3, 5), _Z(3), 0.5), r"boxes to be a 2-D tensor of shape \[N, 4\]"),
+            "scores_length": BadInput(lambda *_: (_Z(3, 4), _Z(4), 0.5),
+                                  r"scores to be a 1-D tensor of shape \[N\] with N = boxes.size\(0\) = 3"),
+            "boxes_long": BadInput(lambda *_: (_Z(3, 4, dtype=torch.long), _Z(3), 0.5),
+                               "boxes to have a floating point dtype, but got Long"),
+            "scores_int": BadInput(lambda *_: (_Z(3, 4), _Z(3, dtype=torch.int32), 0.5),
+                               "scores to have a floating point dtype, but got Int"),
+            "threshold_nan": BadInput(lambda *_: (_Z(3, 4), _Z(3), float("nan")), "iou_threshold must be a number"),
+            "scores_on_cpu": BadInput(lambda *_: (_Z(3, 4, device="cuda"), _Z(3), 0.5),
+                                  "scores on the device of boxes", cuda=True),
+        }),
+    ConformanceCase(
+        "batched_nms", batched_op, _sample([0.5], with_idxs=True), dtypes=DTYPES, data_dependent=True,
+        empty=_empty([0.5], [(0,)], with_idxs=True), module=_Post,
+        compile_tol=dict(rtol=1.3e-6, atol=1e-5),
+        cuda_samples=_cuda_samples([[thr] for thr in (-0.1, 0.0, 0.5, 0.8)], with_idxs=True),
+        bad_inputs={
+            "idxs_float": BadInput(lambda *_: (_Z(3, 4), _Z(3), _Z(3), 0.5), "idxs .* integer dtype, but got Float"),
+            "idxs_length": BadInput(lambda *_: (_Z(3, 4), _Z(3), _Z(2, dtype=torch.long), 0.5),
+                                r"idxs to be a 1-D tensor of shape \[N\]"),
+            "idxs_on_cpu": BadInput(lambda *_: (_Z(3, 4, device="cuda"), _Z(3, device="cuda"),
+                                                     _Z(3, dtype=torch.long), 0.5),
+                                "idxs on the device of boxes", cuda=True),
+        }),
+    *[ConformanceCase(
+        f"soft_nms_{method}", soft_op, _sample([0.4 if method == "gaussian" else 0.3, 0.5, 1e-3, method]),
+        dtypes=DTYPES, data_dependent=True, cuda_tol=_soft_tol,
+        empty=_empty([0.3, 0.5, 1e-3, method], [(0, 5), (0,)]),
+        cuda_samples=_cuda_samples([[0.3, 0.5, 1e-3, method]], max_n=1000),
+        bad_inputs={} if method != "linear" else {
+            "method": BadInput(lambda *_: (_Z(3, 4), _Z(3), 0.3, 0.5, 1e-3, "cubic"),
+                           'method must be "naive", "linear" or "gaussian", but got "cubic"'),
+            "sigma_zero": BadInput(lambda *_: (_Z(3, 4), _Z(3), 0.3, 0.0, 1e-3, "gaussian"),
+                               "sigma must be a positive finite number, but got 0"),
+            "min_score_nan": BadInput(lambda *_: (_Z(3, 4), _Z(3), 0.3, 0.5, float("nan"), "linear"),
+                                  "min_score must be a number"),
+        }) for method in ("naive", "linear", "gaussian")],
+]
+
+
+class TestNmsConformance(ConformanceSuite):
+    cases = CONFORMANCE
 
 
 # ----------------------------------------------------------------------------- known vectors
@@ -266,13 +372,13 @@ def test_nan_and_inf(dtype):
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
-def test_empty(dtype):
+def test_empty_output_dtypes(dtype):
     boxes = torch.zeros(0, 4, dtype=dtype)
     scores = torch.zeros(0, dtype=dtype)
     for keep in (nms_op(boxes, scores, 0.5), batched_op(boxes, scores, torch.zeros(0, dtype=torch.long), 0.5)):
-        assert keep.dtype == torch.long and keep.shape == (0,)
+        assert keep.dtype == torch.long
     dets, keep = soft_op(boxes, scores)
-    assert dets.shape == (0, 5) and dets.dtype == dtype and keep.shape == (0,) and keep.dtype == torch.long
+    assert dets.dtype == dtype and keep.dtype == torch.long
     dets, keep = mmops.nms(boxes, scores, 0.5)
     assert dets.shape == (0, 5) and keep.shape == (0,)
 
@@ -363,121 +469,10 @@ def test_torchvision_cross_check(n):
         assert torch.equal(batched_op(boxes, scores, idxs, thr), torchvision.ops.batched_nms(boxes, scores, idxs, thr))
 
 
-# ----------------------------------------------------------------------------- errors
-
-@pytest.mark.parametrize("call, message", [
-    (lambda: nms_op(torch.zeros(3, 5), torch.zeros(3), 0.5), r"boxes to be a 2-D tensor of shape \[N, 4\]"),
-    (lambda: nms_op(torch.zeros(3, 4), torch.zeros(4), 0.5), r"scores to be a 1-D tensor of shape \[N\] with N = boxes.size\(0\) = 3"),
-    (lambda: nms_op(torch.zeros(3, 4, dtype=torch.long), torch.zeros(3), 0.5), "boxes to have a floating point dtype, but got Long"),
-    (lambda: nms_op(torch.zeros(3, 4), torch.zeros(3, dtype=torch.int32), 0.5), "scores to have a floating point dtype, but got Int"),
-    (lambda: nms_op(torch.zeros(3, 4), torch.zeros(3), float("nan")), "iou_threshold must be a number"),
-    (lambda: batched_op(torch.zeros(3, 4), torch.zeros(3), torch.zeros(3), 0.5), "idxs .* integer dtype, but got Float"),
-    (lambda: batched_op(torch.zeros(3, 4), torch.zeros(3), torch.zeros(2, dtype=torch.long), 0.5), r"idxs to be a 1-D tensor of shape \[N\]"),
-    (lambda: soft_op(torch.zeros(3, 4), torch.zeros(3), 0.3, 0.5, 1e-3, "cubic"), 'method must be "naive", "linear" or "gaussian", but got "cubic"'),
-    (lambda: soft_op(torch.zeros(3, 4), torch.zeros(3), 0.3, 0.0, 1e-3, "gaussian"), "sigma must be a positive finite number, but got 0"),
-    (lambda: soft_op(torch.zeros(3, 4), torch.zeros(3), 0.3, 0.5, float("nan"), "linear"), "min_score must be a number"),
-])
-def test_bad_inputs(call, message):
-    with pytest.raises(RuntimeError, match=message):
-        call()
+# ----------------------------------------------------------------------------- CUDA
 
 
-@requires_cuda
-def test_device_mismatch():
-    with pytest.raises(RuntimeError, match="scores on the device of boxes"):
-        nms_op(torch.zeros(3, 4, device="cuda"), torch.zeros(3), 0.5)
-    with pytest.raises(RuntimeError, match="idxs on the device of boxes"):
-        batched_op(torch.zeros(3, 4, device="cuda"), torch.zeros(3, device="cuda"), torch.zeros(3, dtype=torch.long), 0.5)
-
-
-# ----------------------------------------------------------------------------- opcheck / compile / script
-
-@pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=requires_cuda)])
-@pytest.mark.parametrize("n", [0, 40])
-def test_opcheck(device, n):
-    boxes, scores = random_boxes(n, seed=31, device=device)
-    idxs = torch.randint(0, 3, (n,), device=device)
-    torch.library.opcheck(nms_op.default, (boxes, scores, 0.5))
-    torch.library.opcheck(batched_op.default, (boxes, scores, idxs, 0.5))
-    torch.library.opcheck(soft_op.default, (boxes, scores), dict(iou_threshold=0.4, method="gaussian"))
-    # with inputs that require grad (autograd registration)
-    b = boxes.clone().requires_grad_(True)
-    torch.library.opcheck(nms_op.default, (b, scores, 0.5))
-
-
-def _detect(boxes, scores, idxs):
-    keep = torch.ops.mmops.nms(boxes * 1.0, scores, 0.5)
-    keep2 = torch.ops.mmops.batched_nms(boxes, scores, idxs, 0.5)
-    dets, keep3 = torch.ops.mmops.soft_nms(boxes, scores, 0.3, 0.5, 1e-3, "linear")
-    return boxes[keep].sum(1) + 1, scores[keep2] * 2, dets[:, 4] + keep3
-
-
-def _compile_check(device):
-    from torch._dynamo.testing import CompileCounterWithBackend
-    torch._dynamo.reset()
-    cnt = CompileCounterWithBackend("inductor")
-    cfn = torch.compile(_detect, backend=cnt, fullgraph=True, dynamic=True)
-    for n in (50, 90):
-        boxes, scores = random_boxes(n, seed=n, device=device)
-        idxs = torch.randint(0, 3, (n,), device=device)
-        exp, out = _detect(boxes, scores, idxs), cfn(boxes, scores, idxs)
-        for e, o in zip(exp, out):
-            torch.testing.assert_close(o, e)
-    assert cnt.frame_count == 1
-
-
-def test_compile_fullgraph():
-    # The fake kernels return an unbacked size; no capture_dynamic_output_shape_ops needed.
-    _compile_check("cpu")
-
-
-@requires_cuda
-def test_compile_fullgraph_cuda():
-    _compile_check("cuda")
-
-
-class _Post(torch.nn.Module):
-    def forward(self, boxes, scores, idxs):
-        dets, keep = mmops.nms(boxes, scores, 0.5, 0, 0.1, 20)
-        keep2 = torch.ops.mmops.batched_nms(boxes, scores, idxs, 0.5)
-        sdets, skeep = mmops.soft_nms(boxes, scores, 0.3, 0.5, 1e-3, "gaussian")
-        return dets, keep, keep2, sdets, skeep
-
-
-def test_torchscript_save_load(tmp_path):
-    boxes, scores = random_boxes(100, seed=41)
-    idxs = torch.randint(0, 3, (100,))
-    m = _Post()
-    sm = torch.jit.script(m)
-    path = str(tmp_path / "post.pt")
-    sm.save(path)
-    loaded = torch.jit.load(path)
-    for a, b, c in zip(m(boxes, scores, idxs), sm(boxes, scores, idxs), loaded(boxes, scores, idxs)):
-        assert torch.equal(a, b) and torch.equal(a, c)
-
-
-# ----------------------------------------------------------------------------- CUDA == CPU
-
-@requires_cuda
-@pytest.mark.parametrize("dtype", DTYPES)
-@pytest.mark.parametrize("n", [0, 1, 63, 64, 65, 1000, 5000])
-def test_cuda_equals_cpu(dtype, n):
-    boxes, scores = random_boxes(n, image=400.0, max_side=60.0, dtype=dtype, seed=n)
-    idxs = torch.randint(0, 7, (n,), generator=torch.Generator().manual_seed(n))
-    for thr in (-0.1, 0.0, 0.5, 0.8):
-        assert torch.equal(nms_op(boxes.cuda(), scores.cuda(), thr).cpu(), nms_op(boxes, scores, thr))
-        assert torch.equal(batched_op(boxes.cuda(), scores.cuda(), idxs.cuda(), thr).cpu(),
-                           batched_op(boxes, scores, idxs, thr))
-    if n <= 1000:
-        for method in ("naive", "linear", "gaussian"):
-            dc, kc = soft_op(boxes.cuda(), scores.cuda(), 0.3, 0.5, 1e-3, method)
-            d, k = soft_op(boxes, scores, 0.3, 0.5, 1e-3, method)
-            assert torch.equal(kc.cpu(), k)
-            tol = {torch.float32: 1e-5, torch.float64: 1e-12, torch.float16: 1e-3, torch.bfloat16: 1e-2}[dtype]
-            torch.testing.assert_close(dc.cpu(), d, rtol=tol, atol=tol)
-
-
-@requires_cuda
+@pytest.mark.cuda
 def test_cuda_ties_nan_inf():
     boxes = torch.tensor([[0.0, 0.0, 10.0, 10.0]] * 3 + [[0.0, 0.0, float("nan"), 10.0],
                                                          [0.0, 0.0, float("inf"), 10.0]])
@@ -492,7 +487,7 @@ def test_cuda_ties_nan_inf():
     assert torch.equal(nms_op(boxes.cuda(), scores.cuda(), 0.5).cpu(), nms_ref(boxes, scores, 0.5))
 
 
-@requires_cuda
+@pytest.mark.cuda
 @requires_torchvision
 @pytest.mark.parametrize("n", [20000, 200000])
 def test_cuda_large_vs_torchvision(n):

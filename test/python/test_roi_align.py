@@ -1,5 +1,7 @@
-"""Numerical tests of mmops::roi_align on CPU against the float64 reference,
-known vectors, gradcheck, torchvision and bad inputs."""
+"""mmops::roi_align: the conformance cases, then CPU numerics against the float64
+reference (known vectors, gradcheck, torchvision, special inputs), the Python API
+and the CUDA-specific tests (all skipped without a GPU)."""
+import contextlib
 import math
 import os
 import subprocess
@@ -9,11 +11,14 @@ import pytest
 import torch
 
 import mmops
-from conftest import REPO, TOL, random_rois, requires_torchvision
-from roi_align_reference import (max_mode_margin, roi_align_ref, roi_align_ref_grad)
+from conformance import BadInput, ConformanceCase, ConformanceSuite, Sample
+from conftest import (REPO, TOL, deterministic_algorithms, random_rois, requires_torchvision,
+                      strict_index_check)
+from roi_align_reference import max_mode_margin, roi_align_ref, roi_align_ref_grad
 
 op = torch.ops.mmops.roi_align
 
+LOW_TOL = {torch.float16: dict(rtol=1e-2, atol=1e-2), torch.bfloat16: dict(rtol=5e-2, atol=5e-2)}
 # (N, C, H, W) and output size used together
 CASES = [((1, 1, 5, 5), (2, 2)), ((2, 3, 7, 12), (3, 4)), ((3, 5, 20, 9), (7, 5))]
 
@@ -27,6 +32,152 @@ def grad_of(x, rois, grad_out, *args):
     out = run(x, rois, *args)
     (g,) = torch.autograd.grad(out, x, grad_out)
     return g
+
+
+def fwd_bwd(x, rois, go, *args):
+    x = x.detach().requires_grad_(True)
+    out = op(x, rois, *args)
+    (g,) = torch.autograd.grad(out, x, go)
+    return out, g
+
+
+# --------------------------------------------------------------------------- conformance
+
+def _data(seed=0, N=2, C=3, H=8, W=10, K=7, dtype=torch.float32, device="cpu", scale=1.0):
+    torch.manual_seed(seed)
+    x = torch.randn(N, C, H, W, dtype=dtype)
+    rois = random_rois(K, N, H, W, dtype=dtype, spatial_scale=scale) if K else torch.zeros(0, 5, dtype=dtype)
+    return x.to(device), rois.to(device)
+
+
+def _sample(shape, K, options, other_shape=None, seed=13):
+    """sample(device, dtype, size): (N, C, H, W) and K rois (other_shape for size 1)."""
+    def make(device, dtype, size):
+        (N, C, H, W), k = (shape, K) if size == 0 else other_shape
+        return Sample((*_data(seed + size, N, C, H, W, k, dtype, device, options[1]), *options))
+    return make
+
+
+def _empty(mode):
+    def make(device, dtype):
+        f = dict(dtype=dtype, device=device)
+        return [
+            Sample((torch.randn(2, 3, 6, 7, **f), torch.zeros(0, 5, **f), [2, 3], 1.0, 2, mode, True),
+                   out_shapes=[(0, 3, 2, 3)]),  # no rois
+            Sample((torch.randn(2, 0, 6, 7, **f), random_rois(4, 2, 6, 7, **f), [2, 3], 1.0, 2, mode, True),
+                   out_shapes=[(4, 0, 2, 3)]),  # no channels
+            Sample((torch.randn(0, 3, 5, 5, **f), torch.zeros(0, 5, **f), [2, 3], 1.0, 0, mode, True),
+                   out_shapes=[(0, 3, 2, 3)]),  # empty batch and no rois
+        ]
+    return make
+
+
+def _cuda_samples(modes):
+    """CUDA == CPU: every mode, aligned or not, sampling ratio, scale and size; then odd
+    channel counts (channel chunks of 32 / 64 with a partial last one, the scalar path
+    of odd 16-bit counts). 16-bit argmax near-ties may pick another sample: max-mode
+    gradients only with one sample per bin."""
+    def make(dtype):
+        low = dtype in (torch.float16, torch.bfloat16)
+        torch.manual_seed(0)
+        for mode in modes:
+            for aligned in (True, False):
+                for sr in (0, 1, 2, 3):
+                    for scale in (1.0, 0.5, 0.25):
+                        for (N, C, H, W), out_size in CASES:
+                            x = torch.randn(N, C, H, W).to(dtype)
+                            rois = random_rois(12, N, H, W, dtype=dtype, spatial_scale=scale)
+                            yield Sample((x, rois, list(out_size), scale, sr, mode, aligned),
+                                         grads=not low or mode == "avg" or sr == 1)
+        torch.manual_seed(16)
+        for channels in (1, 3, 33, 65):
+            x = torch.randn(2, channels, 9, 11).to(dtype)
+            rois = random_rois(7, 2, 9, 11).to(dtype)
+            for mode in modes:
+                yield Sample((x, rois, [3, 2], 1.0, 0, mode, True), grads=not low or mode == "avg")
+    return make
+
+
+class _Net(torch.nn.Module):
+    """roi_align in a model: RoIAlign modules, the op on computed inputs, in both modes."""
+
+    def __init__(self):
+        super().__init__()
+        self.pool = mmops.RoIAlign((3, 2), 0.5, 2, "avg", True)
+        self.avg = mmops.RoIAlign((2, 3), 0.5, 2, "avg", False)
+        self.max = mmops.RoIAlign((2, 3), 0.5, 2, "max", False)
+
+    def forward(self, x: torch.Tensor, rois: torch.Tensor):
+        y = torch.ops.mmops.roi_align(x * 1.5 - 0.25, rois, [3, 2], 0.5, 2, "max", False)
+        z = torch.ops.mmops.roi_align(x, rois, [3, 2], 0.5, 0, "avg", True)
+        computed = (y.sin() + 2 * z).sum(dim=1)
+        net = self.pool(x * 2.0, rois) + torch.ops.mmops.roi_align(x, rois, [3, 2], 0.5, 0, "max", False).relu()
+        quarter = (torch.ops.mmops.roi_align(x, rois, [2, 2], 0.25, 0, "avg", False) * 2
+                   + torch.ops.mmops.roi_align(x, rois, [2, 2], 0.25, 2, "max", True))
+        return computed, net, quarter, self.avg(x, rois), self.max(x, rois)
+
+
+def _helpers(sample):
+    """The forward helper, then the backward helper on its argmax."""
+    x, rois, out_size, *options = sample.args
+    fwd, bwd = torch.ops.mmops._roi_align_forward, torch.ops.mmops._roi_align_backward
+    out, argmax = fwd(*sample.args)
+    # no output_size: from grad_output
+    return [(fwd, sample.args), (bwd, (torch.randn_like(out), rois, argmax, list(x.shape), *options))]
+
+
+def _with_batch_index(rois, row, value):
+    rois = rois.clone()
+    rois[row, 0] = value
+    return rois
+
+
+_BATCH_INDEX = {f"batch_index_{v}": BadInput(lambda x, r, *o, v=v: (x, _with_batch_index(r, 2, v), *o),
+                                             "batch index")
+                for v in (-1.0, 2.0, 7.0, math.nan)}
+
+
+BAD_INPUTS = {
+    "input_3d": BadInput(lambda x, r, *o: (x[0], r, *o), "input"),
+    "input_5d": BadInput(lambda x, r, *o: (x[None], r, *o), "input"),
+    "rois_1d": BadInput(lambda x, r, *o: (x, r[0], *o), "rois"),
+    "rois_3d": BadInput(lambda x, r, *o: (x, r[None], *o), "rois"),
+    "rois_4_cols": BadInput(lambda x, r, *o: (x, r[:, :4], *o), "rois"),
+    "rois_6_cols": BadInput(lambda x, r, *o: (x, torch.cat([r, r[:, :1]], 1), *o), "rois"),
+    "rois_dtype": BadInput(lambda x, r, *o: (x, r.double(), *o), "rois"),
+    "int_input": BadInput(lambda x, r, *o: (x.int(), r.int(), *o), "input"),
+    "int_input_float_rois": BadInput(lambda x, r, *o: (x.long(), r, *o), "input"),
+    "output_h_zero": BadInput(lambda x, r, s, *o: (x, r, [0, 2], *o), "output_size"),
+    "output_w_negative": BadInput(lambda x, r, s, *o: (x, r, [2, -1], *o), "output_size"),
+    "sampling_ratio_negative": BadInput(lambda x, r, s, sc, sr, *o: (x, r, s, sc, -1, *o), "sampling_ratio"),
+    "pool_mode": BadInput(lambda x, r, s, sc, sr, m, a: (x, r, s, sc, sr, "sum", a), "pool_mode"),
+    "pool_mode_case": BadInput(lambda x, r, s, sc, sr, m, a: (x, r, s, sc, sr, "AVG", a), "pool_mode"),
+    "spatial_scale_zero": BadInput(lambda x, r, s, sc, *o: (x, r, s, 0.0, *o), "spatial_scale"),
+    "spatial_scale_negative": BadInput(lambda x, r, s, sc, *o: (x, r, s, -0.5, *o), "spatial_scale"),
+    "spatial_scale_inf": BadInput(lambda x, r, s, sc, *o: (x, r, s, math.inf, *o), "spatial_scale"),
+    "spatial_scale_nan": BadInput(lambda x, r, s, sc, *o: (x, r, s, math.nan, *o), "spatial_scale"),
+    "rois_on_cpu": BadInput(lambda x, r, *o: (x.cuda(), r, *o), "(?i)rois|device", cuda=True),
+    "input_on_cpu": BadInput(lambda x, r, *o: (x, r.cuda(), *o), "(?i)rois|device|input", cuda=True),
+    **_BATCH_INDEX,
+}
+
+CONFORMANCE = [
+    ConformanceCase("roi_align_avg_aligned", op, _sample((2, 3, 10, 12), 6, ([2, 3], 0.5, 2, "avg", True),
+                                                        ((3, 4, 14, 9), 9)),
+                    grad_args=(0,), feature_args=(0,), empty=_empty("avg"), bad_inputs=BAD_INPUTS, module=_Net,
+                    helpers=_helpers, cuda_samples=_cuda_samples(["avg"]), cpu_float32_reference=True,
+                    script_grad_tol=dict(rtol=1e-6, atol=1e-6)),
+    ConformanceCase("roi_align_max_unaligned_adaptive", op, _sample((1, 2, 7, 7), 4, ([3, 3], 1.0, 0, "max", False)),
+                    dtype=torch.float64, grad_args=(0,), feature_args=(0,), empty=_empty("max"),
+                    bad_inputs=_BATCH_INDEX, helpers=_helpers, cuda_samples=_cuda_samples(["max"]),
+                    cpu_float32_reference=True),
+    ConformanceCase("roi_align_max_aligned", op, _sample((3, 4, 6, 11), 6, ([2, 2], 0.25, 1, "max", True)),
+                    dtypes=(), grad_args=(0,), helpers=_helpers),
+]
+
+
+class TestRoIAlignConformance(ConformanceSuite):
+    cases = CONFORMANCE
 
 
 # --------------------------------------------------------------------------- forward
@@ -324,24 +475,6 @@ def test_matches_torchvision(aligned, sampling_ratio, dtype):
 
 # --------------------------------------------------------------------------- special inputs
 
-@pytest.mark.parametrize("pool_mode", ["avg", "max"])
-def test_zero_rois(pool_mode):
-    x = torch.randn(2, 3, 6, 7, requires_grad=True)
-    out = op(x, torch.zeros(0, 5), [2, 3], 1.0, 2, pool_mode, True)
-    assert out.shape == (0, 3, 2, 3)
-    (g,) = torch.autograd.grad(out.sum(), x)
-    assert g.shape == x.shape and torch.equal(g, torch.zeros_like(x))
-
-
-@pytest.mark.parametrize("pool_mode", ["avg", "max"])
-def test_zero_channels(pool_mode):
-    x = torch.randn(2, 0, 6, 7, requires_grad=True)
-    rois = random_rois(4, 2, 6, 7)
-    out = op(x, rois, [2, 3], 1.0, 2, pool_mode, True)
-    assert out.shape == (4, 0, 2, 3)
-    (g,) = torch.autograd.grad(out.sum(), x)
-    assert g.shape == (2, 0, 6, 7)
-
 
 @pytest.mark.parametrize("shape", [(2, 3, 0, 5), (2, 3, 4, 0)])
 def test_empty_feature_map_gives_zeros(shape):
@@ -352,14 +485,6 @@ def test_empty_feature_map_gives_zeros(shape):
         assert torch.equal(out, torch.zeros(4, 3, 2, 2))
         (g,) = torch.autograd.grad(out.sum(), x)
         assert g.shape == shape
-
-
-def test_empty_batch_and_no_rois():
-    x = torch.randn(0, 3, 5, 5, requires_grad=True)
-    out = op(x, torch.zeros(0, 5), [2, 3], 1.0, 0, "avg", True)
-    assert out.shape == (0, 3, 2, 3)
-    out.sum().backward()
-    assert x.grad.shape == x.shape
 
 
 def test_rois_requiring_grad_get_no_gradient():
@@ -479,55 +604,8 @@ def test_defaults():
 
 # --------------------------------------------------------------------------- errors
 
-def _good():
-    return torch.randn(2, 3, 6, 6), random_rois(4, 2, 6, 6)
-
-
-BAD_INPUTS = {
-    "input_3d": (lambda x, r: (x[0], r, [2, 2], 1.0, 0, "avg", True), "input"),
-    "input_5d": (lambda x, r: (x[None], r, [2, 2], 1.0, 0, "avg", True), "input"),
-    "rois_1d": (lambda x, r: (x, r[0], [2, 2], 1.0, 0, "avg", True), "rois"),
-    "rois_3d": (lambda x, r: (x, r[None], [2, 2], 1.0, 0, "avg", True), "rois"),
-    "rois_4_cols": (lambda x, r: (x, r[:, :4], [2, 2], 1.0, 0, "avg", True), "rois"),
-    "rois_6_cols": (lambda x, r: (x, torch.cat([r, r[:, :1]], 1), [2, 2], 1.0, 0, "avg", True),
-                    "rois"),
-    "rois_dtype": (lambda x, r: (x, r.double(), [2, 2], 1.0, 0, "avg", True), "rois"),
-    "int_input": (lambda x, r: (x.int(), r.int(), [2, 2], 1.0, 0, "avg", True), "input"),
-    "int_input_float_rois": (lambda x, r: (x.long(), r, [2, 2], 1.0, 0, "avg", True), "input"),
-    "output_h_zero": (lambda x, r: (x, r, [0, 2], 1.0, 0, "avg", True), "output_size"),
-    "output_w_negative": (lambda x, r: (x, r, [2, -1], 1.0, 0, "avg", True), "output_size"),
-    "sampling_ratio_negative": (lambda x, r: (x, r, [2, 2], 1.0, -1, "avg", True),
-                                "sampling_ratio"),
-    "pool_mode": (lambda x, r: (x, r, [2, 2], 1.0, 0, "sum", True), "pool_mode"),
-    "pool_mode_case": (lambda x, r: (x, r, [2, 2], 1.0, 0, "AVG", True), "pool_mode"),
-    "spatial_scale_zero": (lambda x, r: (x, r, [2, 2], 0.0, 0, "avg", True), "spatial_scale"),
-    "spatial_scale_negative": (lambda x, r: (x, r, [2, 2], -0.5, 0, "avg", True),
-                               "spatial_scale"),
-    "spatial_scale_inf": (lambda x, r: (x, r, [2, 2], math.inf, 0, "avg", True),
-                          "spatial_scale"),
-    "spatial_scale_nan": (lambda x, r: (x, r, [2, 2], math.nan, 0, "avg", True),
-                          "spatial_scale"),
-}
-
-
-@pytest.mark.parametrize("name", list(BAD_INPUTS))
-def test_bad_input_raises(name):
-    make, match = BAD_INPUTS[name]
-    with pytest.raises(RuntimeError, match=match):
-        op(*make(*_good()))
-
-
-@pytest.mark.parametrize("pool_mode", ["avg", "max"])
-@pytest.mark.parametrize("batch_index", [-1.0, 2.0, 7.0, math.nan])
-def test_bad_batch_index_raises_on_cpu(batch_index, pool_mode):
-    x, rois = _good()
-    rois[2, 0] = batch_index
-    with pytest.raises(RuntimeError, match="batch index"):
-        op(x, rois, [2, 2], 1.0, 0, pool_mode, True)
-
-
 def test_bad_batch_index_raises_in_helper_ops_on_cpu():
-    x, rois = _good()
+    x, rois = torch.randn(2, 3, 6, 6), random_rois(4, 2, 6, 6)
     rois[1, 0] = 5
     with pytest.raises(RuntimeError, match="batch index"):
         torch.ops.mmops._roi_align_forward(x, rois, [2, 2], 1.0, 0, "max", True)
@@ -588,3 +666,347 @@ if given is not None:
         exp = roi_align_ref_grad(x, rois, go, output_size=(oh, ow), spatial_scale=scale,
                                  sampling_ratio=sr, pool_mode=mode, aligned=aligned)
         torch.testing.assert_close(g, exp, **TOL[torch.float64])
+
+
+# --------------------------------------------------------------------------- Python API
+
+# --------------------------------------------------------------------------- functional
+
+def test_functional_list_of_boxes_equals_rois():
+    torch.manual_seed(1)
+    boxes = [torch.rand(3, 4) * 8, torch.rand(0, 4), torch.rand(2, 4) * 8]
+    x = torch.randn(3, 3, 8, 10)
+    rois = torch.cat([torch.cat([torch.full((len(b), 1), float(i)), b], 1)
+                      for i, b in enumerate(boxes)])
+    for mode in ("avg", "max"):
+        out_list = mmops.roi_align(x, boxes, (3, 2), 0.5, 2, mode, False)
+        out_rois = mmops.roi_align(x, rois, (3, 2), 0.5, 2, mode, False)
+        assert out_list.shape == (5, 3, 3, 2)
+        torch.testing.assert_close(out_list, out_rois, rtol=0, atol=0)
+        torch.testing.assert_close(out_rois, op(x, rois, [3, 2], 0.5, 2, mode, False),
+                                   rtol=0, atol=0)
+        torch.testing.assert_close(out_list.double(),
+                                   roi_align_ref(x, rois, (3, 2), 0.5, 2, mode, False),
+                                   atol=1e-5, rtol=1e-5)
+
+
+def test_functional_output_size_int_and_defaults():
+    x, rois = _data(2)
+    out = mmops.roi_align(x, rois, 3)
+    assert out.shape == (7, 3, 3, 3)
+    torch.testing.assert_close(out, mmops.roi_align(x, rois, (3, 3)), rtol=0, atol=0)
+    torch.testing.assert_close(out, op(x, rois, [3, 3], 1.0, 0, "avg", True), rtol=0, atol=0)
+    kw = mmops.roi_align(x, rois, output_size=[2, 4], spatial_scale=0.25, sampling_ratio=3,
+                         pool_mode="max", aligned=False)
+    torch.testing.assert_close(kw, op(x, rois, [2, 4], 0.25, 3, "max", False), rtol=0, atol=0)
+
+
+def test_functional_backward():
+    x, _ = _data(3)
+    x.requires_grad_(True)
+    boxes = [torch.tensor([[1.0, 1.0, 6.0, 5.0]]), torch.tensor([[0.5, 2.0, 9.0, 7.5]])]
+    out = mmops.roi_align(x, boxes, 2, 1.0, 2, "avg", True)
+    go = torch.randn_like(out)
+    out.backward(go)
+    rois = torch.tensor([[0, 1.0, 1.0, 6.0, 5.0], [1, 0.5, 2.0, 9.0, 7.5]])
+    exp = roi_align_ref_grad(x, rois, go, output_size=2, sampling_ratio=2)
+    torch.testing.assert_close(x.grad.double(), exp, atol=1e-5, rtol=1e-5)
+
+
+# --------------------------------------------------------------------------- nn.Module
+
+def test_module_matches_op_and_repr():
+    x, rois = _data(4, scale=0.5)
+    m = mmops.RoIAlign((2, 3), spatial_scale=0.5, sampling_ratio=2, pool_mode="max",
+                       aligned=False)
+    torch.testing.assert_close(m(x, rois), op(x, rois, [2, 3], 0.5, 2, "max", False),
+                               rtol=0, atol=0)
+    r = repr(m)
+    assert r.startswith("RoIAlign(")
+    for s in ("2", "3", "0.5", "max", "False"):
+        assert s in r, (s, r)
+    m_int = mmops.RoIAlign(4)
+    out = m_int(x, rois)
+    assert out.shape == (7, 3, 4, 4)
+    torch.testing.assert_close(out, op(x, rois, [4, 4], 1.0, 0, "avg", True), rtol=0, atol=0)
+    assert "avg" in repr(m_int) and "True" in repr(m_int)
+    assert len(list(m.parameters())) == 0
+
+
+def test_module_backward():
+    x, rois = _data(5)
+    x.requires_grad_(True)
+    m = mmops.RoIAlign(3, 1.0, 0, "max", True)
+    out = m(x, rois)
+    go = torch.randn_like(out)
+    out.backward(go)
+    exp = roi_align_ref_grad(x, rois, go, output_size=3, pool_mode="max")
+    torch.testing.assert_close(x.grad.double(), exp, atol=1e-5, rtol=1e-5)
+
+
+# --------------------------------------------------------------------------- CUDA
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("pool_mode", ["avg", "max"])
+def test_cuda_matches_reference(pool_mode):
+    torch.manual_seed(1)
+    x = torch.randn(2, 4, 11, 13, dtype=torch.float64, device="cuda")
+    rois = random_rois(20, 2, 11, 13, dtype=torch.float64, device="cuda", spatial_scale=0.5)
+    out = op(x, rois, [3, 3], 0.5, 0, pool_mode, True)
+    torch.testing.assert_close(out.cpu(), roi_align_ref(x.cpu(), rois, (3, 3), 0.5, 0, pool_mode, True),
+                               **TOL[torch.float64])
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("pool_mode", ["avg", "max"])
+def test_cuda_invalid_batch_index_gives_zeros(pool_mode):
+    with strict_index_check(False):
+        _invalid_batch_index_gives_zeros(pool_mode)
+
+
+def _invalid_batch_index_gives_zeros(pool_mode):
+    torch.manual_seed(2)
+    x = torch.randn(2, 3, 8, 8, device="cuda")
+    rois = random_rois(8, 2, 8, 8, device="cuda")
+    bad = [0, 3, 5, 6]
+    for row, b in zip(bad, (-1.0, 2.0, 100.0, math.nan)):
+        rois[row, 0] = b
+    go = torch.randn(8, 3, 2, 2, device="cuda")
+    out, g = fwd_bwd(x, rois, go, [2, 2], 1.0, 2, pool_mode, True)
+    torch.cuda.synchronize()
+    assert torch.equal(out[bad], torch.zeros_like(out[bad]))
+    good = [i for i in range(8) if i not in bad]
+    exp, gexp = fwd_bwd(x.cpu(), rois[good].cpu(), go[good].cpu(), [2, 2], 1.0, 2, pool_mode, True)
+    torch.testing.assert_close(out[good].cpu(), exp, **TOL[torch.float32])
+    torch.testing.assert_close(g.cpu(), gexp, **TOL[torch.float32])
+    # only invalid rois: all zeros, zero gradient
+    out, g = fwd_bwd(x, rois[bad], go[bad], [2, 2], 1.0, 2, pool_mode, True)
+    assert torch.equal(out, torch.zeros_like(out)) and torch.equal(g, torch.zeros_like(g))
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("batch_index", [-1.0, 2.0, math.nan])
+def test_cuda_strict_index_check_raises(batch_index):
+    x = torch.randn(2, 3, 8, 8, device="cuda")
+    rois = random_rois(4, 2, 8, 8, device="cuda")
+    rois[1, 0] = batch_index
+    before = mmops.strict_index_check()
+    with strict_index_check(True):
+        assert mmops.strict_index_check() is True
+        for mode in ("avg", "max"):
+            with pytest.raises(RuntimeError, match="batch index"):
+                op(x, rois, [2, 2], 1.0, 0, mode, True)
+                torch.cuda.synchronize()
+        # valid rois still work in strict mode
+        rois[1, 0] = 1.0
+        out = op(x, rois, [2, 2], 1.0, 0, "avg", True)
+        torch.testing.assert_close(out.cpu(), op(x.cpu(), rois.cpu(), [2, 2], 1.0, 0, "avg", True),
+                                   **TOL[torch.float32])
+    assert mmops.strict_index_check() == before
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("pool_mode", ["avg", "max"])
+def test_cuda_noncontiguous(pool_mode):
+    torch.manual_seed(3)
+    x = torch.randn(2, 3, 8, 10, device="cuda", requires_grad=True)
+    xc = x.detach()
+    rois = random_rois(9, 2, 8, 10, device="cuda", spatial_scale=0.5)
+    rois_nc = torch.empty(5, 9, device="cuda").t()
+    rois_nc.copy_(rois)
+    go = torch.randn(9, 3, 3, 2, device="cuda")
+    args = ([3, 2], 0.5, 2, pool_mode, False)
+    exp, gexp = fwd_bwd(xc, rois, go, *args)
+    sliced = torch.empty(2, 6, 8, 20, device="cuda")[:, ::2, :, ::2]
+    sliced.copy_(xc)
+    for xv in (xc.to(memory_format=torch.channels_last),
+               xc.transpose(2, 3).contiguous().transpose(2, 3), sliced):
+        assert not xv.is_contiguous() and torch.equal(xv, xc)
+        out, g = fwd_bwd(xv, rois_nc, go.permute(3, 2, 1, 0).contiguous().permute(3, 2, 1, 0), *args)
+        torch.testing.assert_close(out, exp, rtol=0, atol=0)
+        torch.testing.assert_close(g, gexp, rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.cuda
+def test_cuda_nonfinite_rois():
+    x = torch.randn(1, 2, 8, 8, device="cuda", requires_grad=True)
+    rois = torch.tensor([[0, math.nan, 1, 5, 5], [0, 1, math.inf, 5, 5], [0, 1, 1, 5, -math.inf]],
+                        device="cuda")
+    for mode in ("avg", "max"):
+        out = op(x, rois, [2, 2], 1.0, 0, mode, True)
+        assert torch.equal(out, torch.zeros_like(out))
+        (g,) = torch.autograd.grad(out.sum(), x)
+        assert torch.equal(g, torch.zeros_like(g))
+
+
+@pytest.mark.cuda
+@requires_torchvision
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("aligned", [True, False])
+def test_cuda_matches_torchvision(aligned, dtype):
+    import torchvision
+
+    torch.manual_seed(4)
+    for sampling_ratio in (0, 1, 2, 3):
+        x = torch.randn(2, 3, 12, 9, dtype=dtype, device="cuda")
+        rois = random_rois(15, 2, 12, 9, dtype=dtype, device="cuda", spatial_scale=0.5,
+                           ordered=True)
+        go = torch.randn(15, 3, 3, 3, dtype=dtype, device="cuda")
+        out, g = fwd_bwd(x, rois, go, [3, 3], 0.5, sampling_ratio, "avg", aligned)
+        xt = x.clone().requires_grad_(True)
+        exp = torchvision.ops.roi_align(xt, rois, (3, 3), 0.5, sampling_ratio, aligned)
+        (gexp,) = torch.autograd.grad(exp, xt, go)
+        torch.testing.assert_close(out, exp, **TOL[dtype])
+        torch.testing.assert_close(g, gexp, **TOL[dtype])
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("strict", [False, True])
+@pytest.mark.parametrize("pool_mode", ["avg", "max"])
+def test_cuda_graph_capture(pool_mode, strict):
+    # strict mode skips its (synchronising) check while a graph is captured
+    with strict_index_check(strict):
+        _graph_capture(pool_mode)
+
+
+def _graph_capture(pool_mode):
+    torch.manual_seed(5)
+    x = torch.randn(2, 4, 16, 16, device="cuda")
+    rois = random_rois(10, 2, 16, 16, device="cuda", spatial_scale=0.5)
+    args = ([3, 3], 0.5, 2, pool_mode, True)
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        for _ in range(2):
+            op(x, rois, *args)
+    torch.cuda.current_stream().wait_stream(s)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        static_out = op(x, rois, *args)
+    for seed in (6, 7):
+        torch.manual_seed(seed)
+        x.copy_(torch.randn_like(x))
+        rois.copy_(random_rois(10, 2, 16, 16, device="cuda", spatial_scale=0.5))
+        graph.replay()
+        torch.cuda.synchronize()
+        torch.testing.assert_close(static_out, op(x, rois, *args), rtol=0, atol=0)
+
+
+@pytest.mark.cuda
+@pytest.mark.slow
+@pytest.mark.parametrize("sampling_ratio", [0, 2])
+@pytest.mark.parametrize("pool_mode", ["avg", "max"])
+def test_cuda_large(pool_mode, sampling_ratio):
+    torch.manual_seed(8)
+    # float64 for max mode so that CPU and GPU rounding cannot flip an argmax
+    dtype = torch.float32 if pool_mode == "avg" else torch.float64
+    x = torch.randn(2, 256, 64, 64, dtype=dtype)
+    # rois in image coordinates of a 256x256 image, feature stride 4
+    rois = random_rois(512, 2, 64, 64, dtype=dtype, spatial_scale=0.25, extra=False)
+    go = torch.randn(512, 256, 7, 7, dtype=dtype)
+    args = ([7, 7], 0.25, sampling_ratio, pool_mode, True)
+    out, g = fwd_bwd(x.cuda(), rois.cuda(), go.cuda(), *args)
+    exp, gexp = fwd_bwd(x, rois, go, *args)
+    # fp32 sample coordinates reach 64 here (ulp 8e-6) and CPU and GPU contract
+    # multiply-adds differently, so values differ by a few 1e-5 (seen: 2e-5).
+    torch.testing.assert_close(out.cpu(), exp, rtol=1e-4, atol=1e-4)
+    torch.testing.assert_close(g.cpu(), gexp, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("pool_mode", ["avg", "max"])
+def test_cuda_deterministic_backward_is_bitwise_repeatable(pool_mode, dtype):
+    torch.manual_seed(11)
+    # many overlapping rois on a small map: lots of adds land on the same values
+    x = torch.randn(2, 70, 24, 24, device="cuda").to(dtype)
+    rois = random_rois(300, 2, 24, 24, device="cuda", extra=False).to(dtype)
+    go = torch.randn(300, 70, 5, 5, device="cuda").to(dtype)
+    args = ([5, 5], 1.0, 0, pool_mode, True)
+    with deterministic_algorithms():
+        grads = [fwd_bwd(x, rois, go, *args)[1] for _ in range(3)]
+    for g in grads[1:]:
+        assert torch.equal(g, grads[0])
+    _, default = fwd_bwd(x, rois, go, *args)  # float atomics: equal up to rounding
+    tol = TOL[dtype] if dtype in (torch.float32, torch.float64) else LOW_TOL[dtype]
+    torch.testing.assert_close(grads[0].double(), default.double(), **tol)
+    if dtype == torch.float64:
+        _, cpu = fwd_bwd(x.cpu(), rois.cpu(), go.cpu(), *args)
+        torch.testing.assert_close(grads[0].cpu(), cpu, rtol=1e-10, atol=1e-10)
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("deterministic", [False, True])
+def test_cuda_backward_nonfinite_grad_stays_local(deterministic):
+    # inf in one bin of one channel reaches that bin's taps only (as on CPU)
+    torch.manual_seed(15)
+    x = torch.randn(1, 3, 8, 8)
+    rois = torch.tensor([[0, 0.5, 0.5, 3.5, 3.5], [0, 4.0, 4.0, 7.5, 7.5]])
+    go = torch.randn(2, 3, 2, 2)
+    go[0, 1, 0, 0] = math.inf
+    ctx = deterministic_algorithms() if deterministic else contextlib.nullcontext()
+    with ctx:
+        _, g = fwd_bwd(x.cuda(), rois.cuda(), go.cuda(), [2, 2], 1.0, 2, "avg", True)
+    _, expected = fwd_bwd(x, rois, go, [2, 2], 1.0, 2, "avg", True)
+    finite = torch.isfinite(expected)
+    assert not finite[0, 1].all() and finite[0, 0].all() and finite[0, 2].all()
+    assert torch.equal(torch.isfinite(g).cpu(), finite)
+    torch.testing.assert_close(g.cpu()[finite], expected[finite], rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("deterministic", [False, True])
+@pytest.mark.parametrize("pool_mode", ["avg", "max"])
+def test_cuda_graph_capture_forward_and_backward(pool_mode, deterministic):
+    torch.manual_seed(12)
+    x = torch.randn(2, 8, 16, 16, device="cuda", requires_grad=True)
+    rois = random_rois(10, 2, 16, 16, device="cuda", spatial_scale=0.5, extra=False)
+    go = torch.randn(10, 8, 3, 3, device="cuda")
+    args = ([3, 3], 0.5, 2, pool_mode, True)
+
+    def step():
+        out = op(x, rois, *args)
+        (g,) = torch.autograd.grad(out, x, go)
+        return out, g
+
+    ctx = deterministic_algorithms() if deterministic else contextlib.nullcontext()
+    with ctx:
+        s = torch.cuda.Stream()
+        s.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(s):
+            for _ in range(2):
+                step()
+        torch.cuda.current_stream().wait_stream(s)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            static_out, static_grad = step()
+        for seed in (13, 14):
+            torch.manual_seed(seed)
+            with torch.no_grad():
+                x.copy_(torch.randn_like(x))
+                rois.copy_(random_rois(10, 2, 16, 16, device="cuda", spatial_scale=0.5, extra=False))
+                go.copy_(torch.randn_like(go))
+            graph.replay()
+            torch.cuda.synchronize()
+            out, g = step()
+            torch.testing.assert_close(static_out, out, rtol=0, atol=0)
+            torch.testing.assert_close(static_grad, g, rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("pool_mode", ["avg", "max"])
+def test_cuda_channels_last_equals_contiguous(pool_mode, dtype):
+    torch.manual_seed(15)
+    x = torch.randn(2, 96, 20, 28, device="cuda").to(dtype)
+    rois = random_rois(40, 2, 20, 28, device="cuda", spatial_scale=0.5).to(dtype)
+    go = torch.randn(40, 96, 7, 7, device="cuda").to(dtype)
+    args = ([7, 7], 0.5, 2, pool_mode, True)
+    out, g = fwd_bwd(x, rois, go, *args)
+    out_cl, g_cl = fwd_bwd(x.contiguous(memory_format=torch.channels_last), rois, go, *args)
+    assert torch.equal(out, out_cl)
+    # the float atomics add in another order: rounding differs, in the last bit of 16-bit types
+    tol = TOL[dtype] if dtype == torch.float32 else LOW_TOL[dtype]
+    torch.testing.assert_close(g, g_cl, **tol)
+
+

@@ -1,13 +1,13 @@
-"""Tests of mmops::roi_pool: float64 reference, known vectors, gradcheck,
-torchvision, opcheck, TorchScript, torch.compile, bad inputs, CUDA == CPU."""
+"""Tests of mmops::roi_pool: the conformance case, then the float64 reference, known
+vectors, gradcheck, torchvision, special inputs and the CUDA-specific tests."""
 import math
 
 import pytest
 import torch
 
 import mmops
-from conftest import (TOL, random_rois, requires_cuda, requires_torchvision,
-                      strict_index_check)
+from conformance import BadInput, ConformanceCase, ConformanceSuite, Sample
+from conftest import TOL, deterministic_algorithms, random_rois, requires_torchvision, strict_index_check
 
 op = torch.ops.mmops.roi_pool
 
@@ -84,6 +84,102 @@ def grad_of(x, rois, go, out_size, scale):
     out = op(x, rois, list(out_size), scale)
     (g,) = torch.autograd.grad(out, x, go)
     return out, g
+
+
+# --------------------------------------------------------------------------- conformance
+
+def _sample(device, dtype, size):
+    (N, C, H, W), K = ((2, 3, 10, 12), 6) if size == 0 else ((3, 4, 14, 9), 9)
+    torch.manual_seed(20 + size)
+    x = torch.randn(N, C, H, W, dtype=dtype)
+    rois = random_rois(K, N, H, W, dtype=dtype, spatial_scale=0.5)
+    return Sample((x.to(device), rois.to(device), [2, 3], 0.5))
+
+
+def _empty(device, dtype):
+    f = dict(dtype=dtype, device=device)
+    return [Sample((torch.randn(2, 3, 6, 7, **f), torch.zeros(0, 5, **f), [2, 3], 1.0), out_shapes=[(0, 3, 2, 3)]),
+            Sample((torch.randn(2, 0, 6, 7, **f), random_rois(4, 2, 6, 7, **f), [2, 3], 1.0),
+                   out_shapes=[(4, 0, 2, 3)])]
+
+
+def _cuda_samples(dtype):
+    """Distinct values (exact in float16; bfloat16 may round some to ties, but CPU and CUDA
+    pick the same first maximum of the same rounded values); maps of several tiles and
+    channel chunks."""
+    torch.manual_seed(9)
+    for scale in (1.0, 0.5, 0.25):
+        for (N, C, H, W), out_size in CASES + [((2, 67, 30, 41), (7, 7)), ((1, 130, 16, 16), (2, 3))]:
+            x = torch.cat([torch.randperm(H * W).double() - H * W / 2 for _ in range(N * C)])
+            x = (x.reshape(N, C, H, W) / 4).to(dtype)
+            rois = random_rois(20, N, H, W, dtype=dtype, spatial_scale=scale)
+            yield Sample((x, rois, list(out_size), scale))
+
+
+def _cuda_tol(dtype, what, expected, sample):
+    if what.startswith("output"):
+        return dict(rtol=0, atol=0)  # the maximum is exact
+    return dict(rtol=1e-5, atol=1e-5) if dtype == torch.float32 else TOL[dtype]
+
+
+class _Net(torch.nn.Module):
+    """roi_pool in a model: RoIPool, the functional wrapper and the op on computed inputs."""
+
+    def __init__(self):
+        super().__init__()
+        self.pool = mmops.RoIPool((3, 2), 0.5)
+
+    def forward(self, x: torch.Tensor, rois: torch.Tensor):
+        if torch.jit.is_scripting():  # the functional wrapper is not scriptable
+            square = torch.ops.mmops.roi_pool(x, rois, [2, 2], 0.5)
+        else:
+            square = mmops.roi_pool(x, rois, 2, 0.5)
+        computed = (torch.ops.mmops.roi_pool(x * 1.5, rois, [3, 2], 0.5).sin()
+                    + square.mean(dim=(2, 3), keepdim=True)).sum(dim=1)
+        net = self.pool(x * 2.0, rois) + torch.ops.mmops.roi_pool(x, rois, [3, 2], 0.25)
+        return computed, net
+
+
+def _helpers(sample):
+    x, rois, out_size, scale = sample.args
+    fwd, bwd = torch.ops.mmops._roi_pool_forward, torch.ops.mmops._roi_pool_backward
+    out, argmax = fwd(*sample.args)
+    return [(fwd, sample.args), (bwd, (torch.randn_like(out), rois, argmax, list(x.shape), scale))]
+
+
+def _message(text):
+    return f"mmops::roi_pool: .*{text}"
+
+
+def _with_batch_index(rois, row, value):
+    rois = rois.clone()
+    rois[row, 0] = value
+    return rois
+
+
+CONFORMANCE = [
+    ConformanceCase(
+        "roi_pool", op, _sample, grad_args=(0,), feature_args=(0,), empty=_empty, module=_Net, helpers=_helpers,
+        cuda_samples=_cuda_samples, cuda_tol=_cuda_tol,
+        bad_inputs={
+            "input_3d": BadInput(lambda x, r, *o: (x[0], r, [2, 2], 1.0), _message("input")),
+            "rois_1d": BadInput(lambda x, r, *o: (x, r[0], [2, 2], 1.0), _message("rois")),
+            "rois_4_cols": BadInput(lambda x, r, *o: (x, r[:, :4], [2, 2], 1.0), _message("rois")),
+            "rois_dtype": BadInput(lambda x, r, *o: (x, r.double(), [2, 2], 1.0), _message("rois")),
+            "int_input": BadInput(lambda x, r, *o: (x.int(), r.int(), [2, 2], 1.0), _message("input")),
+            "output_h_zero": BadInput(lambda x, r, *o: (x, r, [0, 2], 1.0), _message("output_size")),
+            "output_w_negative": BadInput(lambda x, r, *o: (x, r, [2, -1], 1.0), _message("output_size")),
+            "spatial_scale_zero": BadInput(lambda x, r, *o: (x, r, [2, 2], 0.0), _message("spatial_scale")),
+            "spatial_scale_nan": BadInput(lambda x, r, *o: (x, r, [2, 2], math.nan), _message("spatial_scale")),
+            "spatial_scale_inf": BadInput(lambda x, r, *o: (x, r, [2, 2], math.inf), _message("spatial_scale")),
+            **{f"batch_index_{v}": BadInput(lambda x, r, *o, v=v: (x, _with_batch_index(r, 2, v), [2, 2], 1.0),
+                                            "roi_pool: the batch index") for v in (-1.0, 2.0, 7.0, math.nan)},
+        }),
+]
+
+
+class TestRoIPoolConformance(ConformanceSuite):
+    cases = CONFORMANCE
 
 
 # --------------------------------------------------------------------------- forward / backward
@@ -251,18 +347,6 @@ def test_matches_torchvision(scale, dtype):
 
 # --------------------------------------------------------------------------- special inputs
 
-def test_zero_rois_and_channels():
-    x = torch.randn(2, 3, 6, 7, requires_grad=True)
-    out = op(x, torch.zeros(0, 5), [2, 3], 1.0)
-    assert out.shape == (0, 3, 2, 3)
-    (g,) = torch.autograd.grad(out.sum(), x)
-    assert torch.equal(g, torch.zeros_like(x))
-    x0 = torch.randn(2, 0, 6, 7, requires_grad=True)
-    out = op(x0, random_rois(4, 2, 6, 7), [2, 3], 1.0)
-    assert out.shape == (4, 0, 2, 3)
-    (g,) = torch.autograd.grad(out.sum(), x0)
-    assert g.shape == x0.shape
-
 
 @pytest.mark.parametrize("shape", [(2, 3, 0, 5), (2, 3, 4, 0)])
 def test_empty_feature_map_gives_zeros(shape):
@@ -343,33 +427,10 @@ def _good():
     return torch.randn(2, 3, 6, 6), random_rois(4, 2, 6, 6)
 
 
-BAD_INPUTS = {
-    "input_3d": (lambda x, r: (x[0], r, [2, 2], 1.0), "input"),
-    "rois_1d": (lambda x, r: (x, r[0], [2, 2], 1.0), "rois"),
-    "rois_4_cols": (lambda x, r: (x, r[:, :4], [2, 2], 1.0), "rois"),
-    "rois_dtype": (lambda x, r: (x, r.double(), [2, 2], 1.0), "rois"),
-    "int_input": (lambda x, r: (x.int(), r.int(), [2, 2], 1.0), "input"),
-    "output_h_zero": (lambda x, r: (x, r, [0, 2], 1.0), "output_size"),
-    "output_w_negative": (lambda x, r: (x, r, [2, -1], 1.0), "output_size"),
-    "spatial_scale_zero": (lambda x, r: (x, r, [2, 2], 0.0), "spatial_scale"),
-    "spatial_scale_nan": (lambda x, r: (x, r, [2, 2], math.nan), "spatial_scale"),
-    "spatial_scale_inf": (lambda x, r: (x, r, [2, 2], math.inf), "spatial_scale"),
-}
-
-
-@pytest.mark.parametrize("name", list(BAD_INPUTS))
-def test_bad_input_raises(name):
-    make, match = BAD_INPUTS[name]
-    with pytest.raises(RuntimeError, match=f"mmops::roi_pool: .*{match}"):
-        op(*make(*_good()))
-
-
 @pytest.mark.parametrize("batch_index", [-1.0, 2.0, 7.0, math.nan])
-def test_bad_batch_index_raises_on_cpu(batch_index):
+def test_bad_batch_index_raises_in_helper_op_on_cpu(batch_index):
     x, rois = _good()
     rois[2, 0] = batch_index
-    with pytest.raises(RuntimeError, match="roi_pool: the batch index"):
-        op(x, rois, [2, 2], 1.0)
     with pytest.raises(RuntimeError, match="batch index"):
         torch.ops.mmops._roi_pool_forward(x, rois, [2, 2], 1.0)
 
@@ -406,99 +467,10 @@ def test_functional_and_module():
     assert m2(x, rois).shape == (5, 3, 4, 4)
 
 
-class _Net(torch.nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.pool = mmops.RoIPool((3, 2), 0.5)
-
-    def forward(self, x: torch.Tensor, rois: torch.Tensor) -> torch.Tensor:
-        return self.pool(x * 2.0, rois) + torch.ops.mmops.roi_pool(x, rois, [3, 2], 0.25)
-
-
-def test_torchscript_save_load(tmp_path):
-    torch.manual_seed(7)
-    x = torch.randn(2, 3, 8, 10)
-    rois = random_rois(6, 2, 8, 10, spatial_scale=0.5)
-    net = _Net()
-    sm = torch.jit.script(net)
-    path = str(tmp_path / "roi_pool_net.pt")
-    sm.save(path)
-    loaded = torch.jit.load(path)
-    exp = net(x, rois)
-    torch.testing.assert_close(loaded(x, rois), exp, rtol=0, atol=0)
-    xg, xe = x.clone().requires_grad_(True), x.clone().requires_grad_(True)
-    loaded(xg, rois).sum().backward()
-    net(xe, rois).sum().backward()
-    torch.testing.assert_close(xg.grad, xe.grad, rtol=0, atol=0)
-
-
-@pytest.mark.parametrize("requires_grad", [False, True])
-@pytest.mark.parametrize("K", [0, 5])
-def test_opcheck(K, requires_grad):
-    torch.manual_seed(8)
-    x = torch.randn(2, 3, 8, 9, requires_grad=requires_grad)
-    rois = random_rois(K, 2, 8, 9, spatial_scale=0.5) if K else torch.zeros(0, 5)
-    torch.library.opcheck(op.default, (x, rois, [2, 3]), dict(spatial_scale=0.5))
-    fwd, bwd = torch.ops.mmops._roi_pool_forward, torch.ops.mmops._roi_pool_backward
-    xd = x.detach()
-    torch.library.opcheck(fwd.default, (xd, rois, [2, 3], 0.5))
-    out, argmax = fwd(xd, rois, [2, 3], 0.5)
-    torch.library.opcheck(bwd.default, (torch.randn_like(out), rois, argmax, list(x.shape), 0.5))
-
-
-def _fn(x, rois):
-    return (torch.ops.mmops.roi_pool(x * 1.5, rois, [3, 2], 0.5).sin() +
-            mmops.roi_pool(x, rois, 2, 0.5).mean(dim=(2, 3), keepdim=True)).sum(dim=1)
-
-
-@pytest.mark.parametrize("backend", ["aot_eager", "inductor"])
-def test_compile_fullgraph(backend):
-    from torch._dynamo.testing import CompileCounterWithBackend
-
-    torch._dynamo.reset()
-    cnt = CompileCounterWithBackend(backend)
-    cfn = torch.compile(_fn, backend=cnt, fullgraph=True, dynamic=True)
-    frames = 0
-    for seed, (N, C, H, W, K) in enumerate([(2, 3, 10, 12, 6), (3, 4, 14, 9, 9)]):
-        torch.manual_seed(20 + seed)
-        x = torch.randn(N, C, H, W)
-        rois = random_rois(K, N, H, W, spatial_scale=0.5)
-        xe, xc = x.clone().requires_grad_(True), x.clone().requires_grad_(True)
-        exp, out = _fn(xe, rois), cfn(xc, rois)
-        torch.testing.assert_close(out, exp, rtol=1e-5, atol=1e-5)
-        go = torch.randn_like(exp)
-        exp.backward(go)
-        out.backward(go)
-        torch.testing.assert_close(xc.grad, xe.grad, rtol=1e-5, atol=1e-5)
-        frames = frames or cnt.frame_count
-    assert cnt.frame_count == frames, "dynamic=True should not recompile for new sizes"
-
-
 # --------------------------------------------------------------------------- CUDA
 
-@requires_cuda
-@pytest.mark.parametrize("layout", ["contiguous", "channels_last"])
-@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.float16, torch.bfloat16])
-def test_cuda_matches_cpu(dtype, layout):
-    torch.manual_seed(9)
-    fmt = torch.channels_last if layout == "channels_last" else torch.contiguous_format
-    for scale in (1.0, 0.5, 0.25):
-        for (N, C, H, W), out_size in CASES + [((2, 67, 30, 41), (7, 7)), ((1, 130, 16, 16), (2, 3))]:
-            # distinct values (exact in float16; bfloat16 may round some to ties, but CPU and
-            # CUDA pick the same first maximum of the same rounded values)
-            x = torch.cat([torch.randperm(H * W).double() - H * W / 2 for _ in range(N * C)])
-            x = (x.reshape(N, C, H, W) / 4).to(dtype)
-            rois = random_rois(20, N, H, W, dtype=dtype, spatial_scale=scale)
-            go = torch.randn(20, C, *out_size).to(dtype)
-            out, g = grad_of(x.cuda().contiguous(memory_format=fmt), rois.cuda(), go.cuda(), out_size, scale)
-            exp, gexp = grad_of(x, rois, go, out_size, scale)
-            assert out.dtype == dtype and g.dtype == dtype and g.shape == x.shape
-            torch.testing.assert_close(out.cpu(), exp, rtol=0, atol=0)
-            tol = dict(rtol=1e-5, atol=1e-5) if dtype == torch.float32 else TOL[dtype]
-            torch.testing.assert_close(g.cpu(), gexp, **tol)
 
-
-@requires_cuda
+@pytest.mark.cuda
 @pytest.mark.parametrize("layout", ["contiguous", "channels_last"])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
 def test_cuda_large_map_ties_and_nan_match_cpu(dtype, layout):
@@ -531,7 +503,7 @@ def test_cuda_large_map_ties_and_nan_match_cpu(dtype, layout):
         torch.testing.assert_close(g.cpu(), gexp, **tol)
 
 
-@requires_cuda
+@pytest.mark.cuda
 def test_cuda_argmax_matches_cpu():
     torch.manual_seed(10)
     x = torch.randn(2, 40, 13, 17)
@@ -541,7 +513,7 @@ def test_cuda_argmax_matches_cpu():
     assert torch.equal(out.cpu(), exp) and torch.equal(arg.cpu(), earg)
 
 
-@requires_cuda
+@pytest.mark.cuda
 def test_cuda_invalid_batch_index_gives_zeros():
     torch.manual_seed(11)
     x = torch.randn(2, 3, 8, 8, device="cuda")
@@ -559,7 +531,7 @@ def test_cuda_invalid_batch_index_gives_zeros():
     torch.testing.assert_close(g.cpu(), gexp)
 
 
-@requires_cuda
+@pytest.mark.cuda
 def test_cuda_strict_index_check_raises():
     x = torch.randn(2, 3, 8, 8, device="cuda")
     rois = random_rois(4, 2, 8, 8, device="cuda")
@@ -569,11 +541,9 @@ def test_cuda_strict_index_check_raises():
             op(x, rois, [2, 2], 1.0)
 
 
-@requires_cuda
+@pytest.mark.cuda
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.float16, torch.bfloat16])
 def test_cuda_deterministic_backward(dtype):
-    from conftest import deterministic_algorithms
-
     torch.manual_seed(12)
     # many overlapping rois: many adds into the same pixels, in racing order
     x = torch.randn(2, 70, 20, 24).to(dtype)
@@ -592,11 +562,3 @@ def test_cuda_deterministic_backward(dtype):
     with deterministic_algorithms():
         g = grad_of(x.cuda(), rois.cuda(), go_bad.cuda(), (3, 3), 1.0)[1]
     assert torch.isnan(g).all()
-
-
-@requires_cuda
-@pytest.mark.parametrize("K", [0, 5])
-def test_cuda_opcheck(K):
-    x = torch.randn(2, 3, 8, 9, device="cuda", requires_grad=True)
-    rois = random_rois(K, 2, 8, 9, device="cuda") if K else torch.zeros(0, 5, device="cuda")
-    torch.library.opcheck(op.default, (x, rois, [2, 3]), dict(spatial_scale=1.0))
