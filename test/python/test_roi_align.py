@@ -13,7 +13,7 @@ import torch
 import mmops
 from conformance import BadInput, ConformanceCase, ConformanceSuite, Sample
 from conftest import (REPO, TOL, deterministic_algorithms, random_rois, requires_torchvision,
-                      strict_index_check)
+                      strict_index_check, with_batch_index)
 from roi_align_reference import max_mode_margin, roi_align_ref, roi_align_ref_grad
 
 op = torch.ops.mmops.roi_align
@@ -126,13 +126,7 @@ def _helpers(sample):
     return [(fwd, sample.args), (bwd, (torch.randn_like(out), rois, argmax, list(x.shape), *options))]
 
 
-def _with_batch_index(rois, row, value):
-    rois = rois.clone()
-    rois[row, 0] = value
-    return rois
-
-
-_BATCH_INDEX = {f"batch_index_{v}": BadInput(lambda x, r, *o, v=v: (x, _with_batch_index(r, 2, v), *o),
+_BATCH_INDEX = {f"batch_index_{v}": BadInput(lambda x, r, *o, v=v: (x, with_batch_index(r, 2, v), *o),
                                              "batch index")
                 for v in (-1.0, 2.0, 7.0, math.nan)}
 
