@@ -81,9 +81,7 @@ def _cuda_tolerance(dtype) -> Tuple[float, float]:
 
 
 def record_model(case, sample, model, path):
-    inputs = conformance.module_inputs(sample.args)
-    positions = conformance.module_positions(sample.args, conformance.grad_positions(case, sample.args)
-                                             if case.grad_args else [])
+    inputs, positions = conformance.module_call(case, sample)
     call_args, leaves = conformance.make_leaves(inputs, positions)
     grad_inputs = [k for k, t in enumerate(conformance.flat_tensors(call_args)) if any(t is x for x in leaves)]
     cots = conformance.cotangents(conformance.flat_tensors([model(*call_args)]))  # those of forward_backward
