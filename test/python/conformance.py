@@ -216,6 +216,16 @@ def assert_same_results(actual, expected, tol: dict, grad_tol: dict, where: str)
         assert_same(g, e, grad_tol, f"{where}, {what}")
 
 
+def assert_gradients_reach_every_input(results, where: str):
+    """forward_backward's gradients: every input that requires grad gets a non-zero one from
+    some output (else the comparisons of its gradients say nothing)."""
+    reached = {}
+    for what, g in results[1]:
+        leaf = what.rsplit(" ", 1)[1]
+        reached[leaf] = reached.get(leaf, False) or g.numel() == 0 or bool(g.abs().sum() > 0)
+    assert all(reached.values()), f"{where}: no gradient reaches inputs {[k for k, v in reached.items() if not v]}"
+
+
 def assert_same(actual: Tensor, expected: Tensor, tol: dict, what: str):
     """Same shape and dtype; integer tensors equal, floating ones close (compared in float64)."""
     assert actual.shape == expected.shape, f"{what}: shape {tuple(actual.shape)} != {tuple(expected.shape)}"
@@ -386,9 +396,10 @@ class ConformanceSuite:
         frames = None
         for size in (0, 1):
             inputs, positions = module_call(case, case.sample(device, case.dtype, size))
-            assert_same_results(forward_backward(compiled, inputs, positions),
-                                forward_backward(model, inputs, positions),
-                                case.compile_tol, case.compile_tol, f"size {size}")
+            expected = forward_backward(model, inputs, positions)
+            assert_gradients_reach_every_input(expected, f"size {size}")
+            assert_same_results(forward_backward(compiled, inputs, positions), expected, case.compile_tol,
+                                case.compile_tol, f"size {size}")
             frames = frames or counter.frame_count
         assert frames and counter.frame_count == frames, "dynamic=True should not recompile for new sizes"
 
@@ -420,6 +431,7 @@ class ConformanceSuite:
         assert case.qualified_name in str(loaded.graph) or case.qualified_name in loaded.code
         inputs, positions = module_call(case, case.sample("cpu", case.dtype, 0))
         expected = forward_backward(model, inputs, positions)
+        assert_gradients_reach_every_input(expected, "eager")
         for name, fn in (("scripted", scripted), ("loaded", loaded)):
             assert_same_results(forward_backward(fn, inputs, positions), expected, case.script_tol,
                                 case.script_grad_tol, name)

@@ -174,6 +174,25 @@ class TestRoIAlignConformance(ConformanceSuite):
     cases = CONFORMANCE
 
 
+@pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=pytest.mark.cuda)])
+@pytest.mark.parametrize("case", CONFORMANCE, ids=lambda case: case.name)
+def test_helper_ops_match_public_op(case, device):
+    """_roi_align_forward and _roi_align_backward compute what the public op and its autograd do
+    (on the case's sample and on no rois)."""
+    no_rois = case.empty(device, case.dtype)[:1] if case.empty else []
+    for sample in [case.sample(device, case.dtype, 0), *no_rois]:
+        x, rois, *args = sample.args
+        out, argmax = torch.ops.mmops._roi_align_forward(*sample.args)
+        go = torch.randn_like(out)
+        xg = x.detach().requires_grad_(True)
+        ref = op(xg, rois, *args)
+        torch.testing.assert_close(out, ref, rtol=0, atol=0)
+        (g_ref,) = torch.autograd.grad(ref, xg, go)
+        g = torch.ops.mmops._roi_align_backward(go, rois, argmax, list(x.shape), *args[1:])
+        assert g.shape == x.shape
+        torch.testing.assert_close(g, g_ref, rtol=1e-6, atol=1e-6)
+
+
 # --------------------------------------------------------------------------- forward
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
