@@ -24,14 +24,14 @@ for step in "${steps[@]}"; do
       (cd "$MMOPS_BUILD_DIR" && ctest -E pytest --output-on-failure) > "$LOGS/ctest.log" 2>&1
       echo "ctest rc=$?"; grep -E "tests passed|Failed|\*\*\*" "$LOGS/ctest.log" | head -20
       PYTHONPATH=python MMOPS_LIBRARY="$MMOPS_BUILD_DIR/libmmops.so" python3 -m pytest -q -rs \
-        test/python -k "cuda or Cuda or CUDA" -p no:cacheprovider > "$LOGS/pytest_cuda.log" 2>&1
+        test/python -m cuda -p no:cacheprovider > "$LOGS/pytest_cuda.log" 2>&1
       echo "pytest cuda rc=$?"; grep -E "passed|failed|Error|assert" "$LOGS/pytest_cuda.log" | tail -25 ;;
     sanitize)
       san="compute-sanitizer --tool memcheck --error-exitcode 9 --print-limit 20"
       $san "$MMOPS_BUILD_DIR/test/mmops_cpp_tests" --gtest_filter='*Cuda*' > "$LOGS/sanitize_gtest.log" 2>&1
       echo "memcheck gtest rc=$?"; tail -4 "$LOGS/sanitize_gtest.log"
       PYTHONPATH=python MMOPS_LIBRARY="$MMOPS_BUILD_DIR/libmmops.so" $san python3 -m pytest -q -x \
-        test/python -k "cuda or Cuda or CUDA" -m "not slow" -p no:cacheprovider > "$LOGS/sanitize_pytest.log" 2>&1
+        test/python -m "cuda and not slow" -p no:cacheprovider > "$LOGS/sanitize_pytest.log" 2>&1
       echo "memcheck pytest rc=$?"; tail -4 "$LOGS/sanitize_pytest.log"
       for tool in racecheck; do
         compute-sanitizer --tool $tool --error-exitcode 9 "$MMOPS_BUILD_DIR/test/mmops_cpp_tests" \

@@ -8,6 +8,7 @@ A test file declares its op's cases and gets the whole suite with one class:
 For every case the suite runs
   - torch.library.opcheck on the sample and the empty samples, inputs with and
     without requires_grad, and on the helper schemas (_<op>_forward / _backward);
+  - the fake kernel: an unbacked output size exactly for data-dependent sizes;
   - torch.compile(fullgraph=True, dynamic=True) of the case's module == eager,
     forward and backward, on two sizes without a recompile;
   - torch.export of the module: runs, == eager on both sizes, saves and loads;
@@ -24,11 +25,16 @@ vectors, gradcheck, edge cases, torchvision) stays in its own test file.
 """
 import contextlib
 import dataclasses
+import glob
+import importlib
+import os
 from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tuple
 
 import pytest
 import torch
 from torch import Tensor
+from torch._subclasses.fake_tensor import FakeTensorMode
+from torch.fx.experimental.symbolic_shapes import ShapeEnv, free_unbacked_symbols
 from torch.utils._pytree import tree_map_only
 
 from conftest import TOL
@@ -130,11 +136,13 @@ def module_positions(args, positions) -> List[int]:
 
 
 def grad_positions(case: ConformanceCase, args) -> List[int]:
-    """The differentiable arguments; for an op with none, every floating tensor (opcheck
-    then checks the autograd registration of a non-differentiable op)."""
-    if case.grad_args:
-        return [p for p in case.grad_args if isinstance(args[p], Tensor) or is_tensor_list(args[p])]
-    return [i for i, a in enumerate(args) if isinstance(a, Tensor) and a.is_floating_point()]
+    """The positions of the differentiable arguments that hold a tensor (or a list of them)."""
+    return [p for p in case.grad_args if isinstance(args[p], Tensor) or is_tensor_list(args[p])]
+
+
+def module_call(case: ConformanceCase, sample: Sample) -> Tuple[list, List[int]]:
+    """The module's inputs for a sample, and the positions among them of the differentiable ones."""
+    return module_inputs(sample.args), module_positions(sample.args, grad_positions(case, sample.args))
 
 
 def flat_tensors(values) -> List[Tensor]:
@@ -208,6 +216,16 @@ def assert_same_results(actual, expected, tol: dict, grad_tol: dict, where: str)
         assert_same(g, e, grad_tol, f"{where}, {what}")
 
 
+def assert_gradients_reach_every_input(results, where: str):
+    """forward_backward's gradients: every input that requires grad gets a non-zero one from
+    some output (else the comparisons of its gradients say nothing)."""
+    reached = {}
+    for what, g in results[1]:
+        leaf = what.rsplit(" ", 1)[1]
+        reached[leaf] = reached.get(leaf, False) or g.numel() == 0 or bool(g.abs().sum() > 0)
+    assert all(reached.values()), f"{where}: no gradient reaches inputs {[k for k, v in reached.items() if not v]}"
+
+
 def assert_same(actual: Tensor, expected: Tensor, tol: dict, what: str):
     """Same shape and dtype; integer tensors equal, floating ones close (compared in float64)."""
     assert actual.shape == expected.shape, f"{what}: shape {tuple(actual.shape)} != {tuple(expected.shape)}"
@@ -274,7 +292,7 @@ def compare_devices(case: ConformanceCase, dtype: torch.dtype, layout: str, devi
     with full_float32_precision():
         for n, sample in enumerate(samples):
             where = f"sample {n}"
-            positions = grad_positions(case, sample.args) if case.grad_args else []
+            positions = grad_positions(case, sample.args)
             dev_args = _with_layout(to_device(sample.args, device), case.feature_args, layout)
             dev_args, dev_leaves = make_leaves(dev_args, positions)
             ref_args = tree_map_only(Tensor, lambda t: t.to(ref_dtype) if t.is_floating_point() else t,
@@ -342,15 +360,26 @@ class ConformanceSuite:
         samples = [case.sample(device, case.dtype, 0)] + (case.empty(device, case.dtype) if case.empty else [])
         for sample in samples:
             args, utils = sample.args, OPCHECK_TESTS
-            if requires_grad:
+            if requires_grad and case.grad_args:
                 args, _ = make_leaves(args, grad_positions(case, args))
-                if not case.grad_args and any(o.is_floating_point() for o in flat_tensors([case.op(*args)])):
-                    # a floating output of a non-differentiable op (soft_nms' dets) refuses backward
+            elif requires_grad:  # a non-differentiable op: its autograd registration with such inputs
+                floating = [i for i, a in enumerate(args) if isinstance(a, Tensor) and a.is_floating_point()]
+                args, _ = make_leaves(args, floating)
+                if any(o.is_floating_point() for o in flat_tensors([case.op(*args)])):
+                    # a floating output (soft_nms' dets) refuses backward
                     utils = [u for u in utils if u != "test_aot_dispatch_dynamic"]
             torch.library.opcheck(case.op.default, tuple(args), test_utils=utils)
             if case.helpers and not requires_grad:
                 for helper, helper_args in case.helpers(sample):
                     torch.library.opcheck(helper.default, tuple(helper_args))
+
+    def test_fake_output_size(self, case):
+        """Under fake tensors (torch.compile, torch.export) an output size is an unbacked symbol
+        exactly when the case says that the size depends on the data."""
+        sample = case.sample("cpu", case.dtype, 0)
+        with FakeTensorMode(shape_env=ShapeEnv()) as mode:
+            outputs = flat_tensors([case.op(*tree_map_only(Tensor, mode.from_tensor, tuple(sample.args)))])
+        assert any(free_unbacked_symbols(o.shape) for o in outputs) == case.data_dependent
 
     # ----------------------------------------------------------------- graphs
 
@@ -366,17 +395,18 @@ class ConformanceSuite:
         compiled = torch.compile(model, backend=counter, fullgraph=True, dynamic=True)
         frames = None
         for size in (0, 1):
-            inputs, positions = self._module_call(case, case.sample(device, case.dtype, size))
-            assert_same_results(forward_backward(compiled, inputs, positions),
-                                forward_backward(model, inputs, positions),
-                                case.compile_tol, case.compile_tol, f"size {size}")
+            inputs, positions = module_call(case, case.sample(device, case.dtype, size))
+            expected = forward_backward(model, inputs, positions)
+            assert_gradients_reach_every_input(expected, f"size {size}")
+            assert_same_results(forward_backward(compiled, inputs, positions), expected, case.compile_tol,
+                                case.compile_tol, f"size {size}")
             frames = frames or counter.frame_count
         assert frames and counter.frame_count == frames, "dynamic=True should not recompile for new sizes"
 
     @_once(lambda case: case.module is not None and "export" in case.module_tests)
     def test_export(self, case, tmp_path):
         model = case.module().to(case.dtype)
-        inputs, _ = self._module_call(case, case.sample("cpu", case.dtype, 0))
+        inputs, _ = module_call(case, case.sample("cpu", case.dtype, 0))
         dims = tree_map_only(Tensor, lambda t: {d: torch.export.Dim.AUTO for d in range(t.dim())}, tuple(inputs))
         program = torch.export.export(model, tuple(inputs), dynamic_shapes=dims)
         targets = {str(n.target) for n in program.graph.nodes if n.op == "call_function"}
@@ -385,7 +415,7 @@ class ConformanceSuite:
         torch.export.save(program, path)
         loaded = torch.export.load(path)
         for size in (0, 1):
-            inputs, _ = self._module_call(case, case.sample("cpu", case.dtype, size))
+            inputs, _ = module_call(case, case.sample("cpu", case.dtype, size))
             expected = flat_tensors([model(*inputs)])
             for name, ep in (("exported", program), ("loaded", loaded)):
                 for i, (o, e) in enumerate(zip(flat_tensors([ep.module()(*inputs)]), expected)):
@@ -399,16 +429,12 @@ class ConformanceSuite:
         scripted.save(path)
         loaded = torch.jit.load(path)
         assert case.qualified_name in str(loaded.graph) or case.qualified_name in loaded.code
-        inputs, positions = self._module_call(case, case.sample("cpu", case.dtype, 0))
+        inputs, positions = module_call(case, case.sample("cpu", case.dtype, 0))
         expected = forward_backward(model, inputs, positions)
+        assert_gradients_reach_every_input(expected, "eager")
         for name, fn in (("scripted", scripted), ("loaded", loaded)):
             assert_same_results(forward_backward(fn, inputs, positions), expected, case.script_tol,
                                 case.script_grad_tol, name)
-
-    @staticmethod
-    def _module_call(case, sample):
-        positions = grad_positions(case, sample.args) if case.grad_args else []
-        return module_inputs(sample.args), module_positions(sample.args, positions)
 
     # ----------------------------------------------------------------- CUDA == CPU
 
@@ -423,8 +449,7 @@ class ConformanceSuite:
     @_once(lambda case: case.empty is not None)
     def test_empty_inputs(self, case, device):
         for n, sample in enumerate(case.empty(device, case.dtype)):
-            positions = grad_positions(case, sample.args) if case.grad_args else []
-            args, leaves = make_leaves(sample.args, positions)
+            args, leaves = make_leaves(sample.args, grad_positions(case, sample.args))
             outputs = flat_tensors([case.op(*args)])
             assert [tuple(o.shape) for o in outputs] == [tuple(s) for s in sample.out_shapes], n
             assert all(o.device.type == device for o in outputs)
@@ -450,10 +475,6 @@ class ConformanceSuite:
 
 def all_cases() -> List[ConformanceCase]:
     """Every case of every test module's suite (for test/cpp/make_scripted_cases.py)."""
-    import glob
-    import importlib
-    import os
-
     cases = []
     here = os.path.dirname(os.path.abspath(__file__))
     for path in sorted(glob.glob(os.path.join(here, "test_*.py"))):

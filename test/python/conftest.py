@@ -62,25 +62,24 @@ requires_torchvision = pytest.mark.skipif(not HAS_TORCHVISION,
 
 
 @contextlib.contextmanager
+def _switched(get, set_to, value):
+    """Sets a global switch inside the block, restoring it after."""
+    before = get()
+    set_to(value)
+    try:
+        yield
+    finally:
+        set_to(before)
+
+
 def strict_index_check(enabled):
     """Temporarily sets mmops' strict CUDA batch-index check."""
-    before = mmops.strict_index_check()
-    mmops.set_strict_index_check(enabled)
-    try:
-        yield
-    finally:
-        mmops.set_strict_index_check(before)
+    return _switched(mmops.strict_index_check, mmops.set_strict_index_check, enabled)
 
 
-@contextlib.contextmanager
 def deterministic_algorithms():
     """Turns torch.use_deterministic_algorithms on inside the block, restoring it after."""
-    before = torch.are_deterministic_algorithms_enabled()
-    torch.use_deterministic_algorithms(True)
-    try:
-        yield
-    finally:
-        torch.use_deterministic_algorithms(before)
+    return _switched(torch.are_deterministic_algorithms_enabled, torch.use_deterministic_algorithms, True)
 
 
 # CPU atol/rtol used when comparing to the float64 reference.
@@ -124,3 +123,10 @@ def random_rois(num_rois, batch, height, width, *, dtype=torch.float32, device="
     xy = xy / spatial_scale
     b = torch.randint(0, batch, (num_rois, 1), generator=generator).to(torch.float64)
     return torch.cat([b, xy], 1).to(dtype=dtype, device=device)
+
+
+def with_batch_index(rois, row, value):
+    """A copy of [K, 5] rois whose row `row` names the batch image `value`."""
+    rois = rois.clone()
+    rois[row, 0] = value
+    return rois

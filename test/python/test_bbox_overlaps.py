@@ -101,7 +101,8 @@ CONFORMANCE = [
         grad_args=(0, 1), empty=_empty("iof", False, 1), module=_IoUNet, helpers=_helpers,
         cuda_samples=_cuda_samples(False), cuda_tol=_cuda_tol, compile_tol=dict(rtol=1e-7, atol=1e-7),
         bad_inputs={
-            "bboxes1_5_cols": BadInput(lambda *_: (_Z(3, 5), _Z(2, 4)), r"bboxes1 to be a 2-D tensor of shape \[M, 4\]"),
+            "bboxes1_5_cols": BadInput(lambda *_: (_Z(3, 5), _Z(2, 4)),
+                                       r"bboxes1 to be a 2-D tensor of shape \[M, 4\]"),
             "bboxes2_1d": BadInput(lambda *_: (_Z(3, 4), _Z(4)), r"bboxes2 to be a 2-D tensor of shape \[N, 4\]"),
             "int_boxes": BadInput(lambda *_: (_Z(3, 4, dtype=torch.int32), _Z(2, 4, dtype=torch.int32)),
                                   "floating point dtype, but got Int"),

@@ -149,7 +149,8 @@ def _cuda_samples(modulated):
             (x, offset, mask, weight, bias), kw = make_inputs(n, c, h, w, c_out, k, s, p, d, g, dg, dtype=dtype,
                                                               seed=40 + i)
             options = (list(kw["stride"]), list(kw["padding"]), list(kw["dilation"]), g, dg)
-            yield Sample((x, offset, mask, weight, bias, *options) if modulated else (x, offset, weight, bias, *options))
+            tensors = (x, offset, mask, weight, bias) if modulated else (x, offset, weight, bias)
+            yield Sample((*tensors, *options))
     return samples
 
 

@@ -17,7 +17,7 @@ from torch import Tensor
 
 import mmops
 from conformance import BadInput, ConformanceCase, ConformanceSuite, Sample
-from conftest import TOL, deterministic_algorithms, random_rois, requires_torchvision
+from conftest import TOL, deterministic_algorithms, random_rois, requires_torchvision, with_batch_index
 from roi_align_reference import max_mode_margin, roi_align_ref
 
 op = torch.ops.mmops.multi_level_roi_align
@@ -219,13 +219,7 @@ def _set(lst, i, v):
     return lst
 
 
-def _with_batch_index(rois, row, value):
-    rois = rois.clone()
-    rois[row, 0] = value
-    return rois
-
-
-_BATCH_INDEX = {f"batch_index_{v}": BadInput(lambda f, r, *o, v=v: (f, _with_batch_index(r, 3, v), *o),
+_BATCH_INDEX = {f"batch_index_{v}": BadInput(lambda f, r, *o, v=v: (f, with_batch_index(r, 3, v), *o),
                                              "batch index")
                 for v in (-1.0, 2.0, 9.0, math.nan)}
 

@@ -372,13 +372,13 @@ def test_nan_and_inf(dtype):
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
-def test_empty_output_dtypes(dtype):
+def test_empty(dtype):
     boxes = torch.zeros(0, 4, dtype=dtype)
     scores = torch.zeros(0, dtype=dtype)
     for keep in (nms_op(boxes, scores, 0.5), batched_op(boxes, scores, torch.zeros(0, dtype=torch.long), 0.5)):
-        assert keep.dtype == torch.long
+        assert keep.dtype == torch.long and keep.shape == (0,)
     dets, keep = soft_op(boxes, scores)
-    assert dets.dtype == dtype and keep.dtype == torch.long
+    assert dets.shape == (0, 5) and dets.dtype == dtype and keep.shape == (0,) and keep.dtype == torch.long
     dets, keep = mmops.nms(boxes, scores, 0.5)
     assert dets.shape == (0, 5) and keep.shape == (0,)
 

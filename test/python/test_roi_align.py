@@ -13,7 +13,7 @@ import torch
 import mmops
 from conformance import BadInput, ConformanceCase, ConformanceSuite, Sample
 from conftest import (REPO, TOL, deterministic_algorithms, random_rois, requires_torchvision,
-                      strict_index_check)
+                      strict_index_check, with_batch_index)
 from roi_align_reference import max_mode_margin, roi_align_ref, roi_align_ref_grad
 
 op = torch.ops.mmops.roi_align
@@ -126,13 +126,7 @@ def _helpers(sample):
     return [(fwd, sample.args), (bwd, (torch.randn_like(out), rois, argmax, list(x.shape), *options))]
 
 
-def _with_batch_index(rois, row, value):
-    rois = rois.clone()
-    rois[row, 0] = value
-    return rois
-
-
-_BATCH_INDEX = {f"batch_index_{v}": BadInput(lambda x, r, *o, v=v: (x, _with_batch_index(r, 2, v), *o),
+_BATCH_INDEX = {f"batch_index_{v}": BadInput(lambda x, r, *o, v=v: (x, with_batch_index(r, 2, v), *o),
                                              "batch index")
                 for v in (-1.0, 2.0, 7.0, math.nan)}
 
@@ -178,6 +172,25 @@ CONFORMANCE = [
 
 class TestRoIAlignConformance(ConformanceSuite):
     cases = CONFORMANCE
+
+
+@pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=pytest.mark.cuda)])
+@pytest.mark.parametrize("case", CONFORMANCE, ids=lambda case: case.name)
+def test_helper_ops_match_public_op(case, device):
+    """_roi_align_forward and _roi_align_backward compute what the public op and its autograd do
+    (on the case's sample and on no rois)."""
+    no_rois = case.empty(device, case.dtype)[:1] if case.empty else []
+    for sample in [case.sample(device, case.dtype, 0), *no_rois]:
+        x, rois, *args = sample.args
+        out, argmax = torch.ops.mmops._roi_align_forward(*sample.args)
+        go = torch.randn_like(out)
+        xg = x.detach().requires_grad_(True)
+        ref = op(xg, rois, *args)
+        torch.testing.assert_close(out, ref, rtol=0, atol=0)
+        (g_ref,) = torch.autograd.grad(ref, xg, go)
+        g = torch.ops.mmops._roi_align_backward(go, rois, argmax, list(x.shape), *args[1:])
+        assert g.shape == x.shape
+        torch.testing.assert_close(g, g_ref, rtol=1e-6, atol=1e-6)
 
 
 # --------------------------------------------------------------------------- forward

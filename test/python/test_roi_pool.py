@@ -7,7 +7,8 @@ import torch
 
 import mmops
 from conformance import BadInput, ConformanceCase, ConformanceSuite, Sample
-from conftest import TOL, deterministic_algorithms, random_rois, requires_torchvision, strict_index_check
+from conftest import (TOL, deterministic_algorithms, random_rois, requires_torchvision, strict_index_check,
+                      with_batch_index)
 
 op = torch.ops.mmops.roi_pool
 
@@ -151,12 +152,6 @@ def _message(text):
     return f"mmops::roi_pool: .*{text}"
 
 
-def _with_batch_index(rois, row, value):
-    rois = rois.clone()
-    rois[row, 0] = value
-    return rois
-
-
 CONFORMANCE = [
     ConformanceCase(
         "roi_pool", op, _sample, grad_args=(0,), feature_args=(0,), empty=_empty, module=_Net, helpers=_helpers,
@@ -172,7 +167,7 @@ CONFORMANCE = [
             "spatial_scale_zero": BadInput(lambda x, r, *o: (x, r, [2, 2], 0.0), _message("spatial_scale")),
             "spatial_scale_nan": BadInput(lambda x, r, *o: (x, r, [2, 2], math.nan), _message("spatial_scale")),
             "spatial_scale_inf": BadInput(lambda x, r, *o: (x, r, [2, 2], math.inf), _message("spatial_scale")),
-            **{f"batch_index_{v}": BadInput(lambda x, r, *o, v=v: (x, _with_batch_index(r, 2, v), [2, 2], 1.0),
+            **{f"batch_index_{v}": BadInput(lambda x, r, *o, v=v: (x, with_batch_index(r, 2, v), [2, 2], 1.0),
                                             "roi_pool: the batch index") for v in (-1.0, 2.0, 7.0, math.nan)},
         }),
 ]
