@@ -1,7 +1,11 @@
 #!/usr/bin/env bash
-# Run on the GPU machine (the `device` tool): the README's test command with the
-# CUDA tests, compute-sanitizer on the CUDA tests, the demo and the benchmark.
-# Logs go to $OUT (or build-gpu/logs). Usage: .ci/gpu_check.sh [tests|sanitize|demo|bench]...
+# For a machine with a CUDA GPU (CI has none): the checks every CUDA change needs.
+#   tests     the README's test command (the CUDA tests run instead of skipping)
+#   cuda      build, then only the C++ tests and the pytest tests marked `cuda` (quick)
+#   sanitize  compute-sanitizer memcheck on the CUDA tests, racecheck on the C++ ones
+#   demo      the README's demo command
+#   bench     every benchmarks/bench_*.py on the GPU
+# Logs go to $OUT if set, else build-gpu/logs. Usage: .ci/gpu_check.sh [step]...
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 export MMOPS_BUILD_DIR="${MMOPS_BUILD_DIR:-$PWD/build-gpu}"
@@ -41,7 +45,10 @@ for step in "${steps[@]}"; do
     demo)
       ./examples/run_demo.sh > "$LOGS/demo.log" 2>&1; echo "demo rc=$?"; tail -15 "$LOGS/demo.log" ;;
     bench)
-      PYTHONPATH=python MMOPS_LIBRARY="$MMOPS_BUILD_DIR/libmmops.so" python3 benchmarks/bench_roi_align.py \
-        --device cuda > "$LOGS/bench.log" 2>&1; echo "bench rc=$?"; cat "$LOGS/bench.log" | tail -60 ;;
+      for script in benchmarks/bench_*.py; do
+        name="$(basename "$script" .py)"
+        PYTHONPATH=python MMOPS_LIBRARY="$MMOPS_BUILD_DIR/libmmops.so" python3 "$script" --device cuda \
+          > "$LOGS/$name.log" 2>&1; echo "$name rc=$?"; tail -40 "$LOGS/$name.log"
+      done ;;
   esac
 done

@@ -86,10 +86,16 @@ def record_model(case, sample, model, path):
     grad_inputs = [k for k, t in enumerate(conformance.flat_tensors(call_args)) if any(t is x for x in leaves)]
     cots = conformance.cotangents(conformance.flat_tensors([model(*call_args)]))  # those of forward_backward
     outputs, grads = conformance.forward_backward(model, inputs, positions)
-    tolerances = [case.script_tol["rtol"], case.script_tol["atol"], case.script_grad_tol["rtol"],
-                  case.script_grad_tol["atol"], *_cuda_tolerance(case.dtype)]
-    holder = ModelRecording(torch.jit.script(model), inputs, grad_inputs, outputs, cots, [g for _, g in grads],
-                            tolerances)
+    tolerances = [
+        case.script_tol["rtol"],
+        case.script_tol["atol"],
+        case.script_grad_tol["rtol"],
+        case.script_grad_tol["atol"],
+        *_cuda_tolerance(case.dtype),
+    ]
+    holder = ModelRecording(
+        torch.jit.script(model), inputs, grad_inputs, outputs, cots, [g for _, g in grads], tolerances
+    )
     torch.jit.script(holder).save(path)
 
 

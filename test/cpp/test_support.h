@@ -56,6 +56,6 @@ struct TorchResolver : torch::jit::Resolver {
 
 } // namespace mmops_test
 
-#define EXPECT_ERROR_MENTIONS(statement, text)                                            \
+#define EXPECT_ERROR_MENTIONS(statement, text)                                        \
   EXPECT_NE(::mmops_test::error_of([&] { statement; }).find(text), std::string::npos) \
       << ::mmops_test::error_of([&] { statement; })

@@ -42,8 +42,8 @@ std::vector<std::string> recordings(const std::string& kind) {
 }
 
 // Skips the test when ctest's fixture (make_scripted_cases.py) has not run.
-#define REQUIRE_RECORDINGS(files)                                                                            \
-  if ((files).empty()) {                                                                                     \
+#define REQUIRE_RECORDINGS(files)                                                                                 \
+  if ((files).empty()) {                                                                                          \
     GTEST_SKIP() << "no recordings in MMOPS_SCRIPTED_CASES (ctest sets it after running make_scripted_cases.py)"; \
   }
 
@@ -87,7 +87,7 @@ void expect_close(const at::Tensor& actual, const at::Tensor& expected, Toleranc
   } else if (expected.numel() > 0) {
     const at::Tensor a64 = a.to(at::kDouble);
     const at::Tensor e64 = expected.to(at::kDouble);
-    EXPECT_TRUE(at::allclose(a64, e64, tol.rtol, tol.atol, /*equal_nan=*/true))  // the mean of no rows is NaN
+    EXPECT_TRUE(at::allclose(a64, e64, tol.rtol, tol.atol, /*equal_nan=*/true)) // the mean of no rows is NaN
         << "max abs difference " << (a64 - e64).abs().max().item<double>();
   }
 }
@@ -155,8 +155,8 @@ void check_model(const std::string& path, const c10::Device& device) {
     }
   }
   EXPECT_EQ(g, grads.size()) << "recorded gradients left unchecked";
-  std::cout << "  " << fs::path(path).filename().string() << " on " << device << ": " << outputs.size()
-            << " outputs, " << g << " gradients\n";
+  std::cout << "  " << fs::path(path).filename().string() << " on " << device << ": " << outputs.size() << " outputs, "
+            << g << " gradients\n";
 }
 
 TEST(TorchScriptCases, ModelsSavedInPythonRunOnTheCpu) {
@@ -226,14 +226,14 @@ const std::map<std::string, std::function<Outputs(const Args&)>>& cpp_api() {
        }},
       {"mmops::soft_nms",
        [](const Args& a) {
-         const auto [dets, keep] = mmops::soft_nms(a[0].toTensor(), a[1].toTensor(), a[2].toDouble(),
-                                                   a[3].toDouble(), a[4].toDouble(), a[5].toStringRef());
+         const auto [dets, keep] = mmops::soft_nms(a[0].toTensor(), a[1].toTensor(), a[2].toDouble(), a[3].toDouble(),
+                                                   a[4].toDouble(), a[5].toStringRef());
          return Outputs{dets, keep};
        }},
       {"mmops::bbox_overlaps",
        [](const Args& a) {
-         return Outputs{mmops::bbox_overlaps(a[0].toTensor(), a[1].toTensor(), a[2].toStringRef(), a[3].toBool(),
-                                             a[4].toInt())};
+         return Outputs{
+             mmops::bbox_overlaps(a[0].toTensor(), a[1].toTensor(), a[2].toStringRef(), a[3].toBool(), a[4].toInt())};
        }},
       {"mmops::deform_conv2d",
        [](const Args& a) {
@@ -243,10 +243,9 @@ const std::map<std::string, std::function<Outputs(const Args&)>>& cpp_api() {
        }},
       {"mmops::modulated_deform_conv2d",
        [](const Args& a) {
-         return Outputs{mmops::modulated_deform_conv2d(a[0].toTensor(), a[1].toTensor(), a[2].toTensor(),
-                                                       a[3].toTensor(), optional_tensor(a[4]), a[5].toIntVector(),
-                                                       a[6].toIntVector(), a[7].toIntVector(), a[8].toInt(),
-                                                       a[9].toInt())};
+         return Outputs{mmops::modulated_deform_conv2d(
+             a[0].toTensor(), a[1].toTensor(), a[2].toTensor(), a[3].toTensor(), optional_tensor(a[4]),
+             a[5].toIntVector(), a[6].toIntVector(), a[7].toIntVector(), a[8].toInt(), a[9].toInt())};
        }},
       {"mmops::ms_deform_attn",
        [](const Args& a) {

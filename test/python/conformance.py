@@ -23,6 +23,7 @@ A case is one configuration of one op; several cases of an op share its module
 (give it to one of them). Everything specific to an op (references, known
 vectors, gradcheck, edge cases, torchvision) stays in its own test file.
 """
+
 import contextlib
 import dataclasses
 import glob
@@ -32,12 +33,11 @@ from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tupl
 
 import pytest
 import torch
+from conftest import TOL
 from torch import Tensor
 from torch._subclasses.fake_tensor import FakeTensorMode
 from torch.fx.experimental.symbolic_shapes import ShapeEnv, free_unbacked_symbols
 from torch.utils._pytree import tree_map_only
-
-from conftest import TOL
 
 FLOAT_DTYPES = (torch.float32, torch.float64, torch.float16, torch.bfloat16)
 LOW_PRECISION = (torch.float16, torch.bfloat16)
@@ -119,6 +119,7 @@ class ConformanceCase:
 
 
 # --------------------------------------------------------------------------- inputs and outputs
+
 
 def is_tensor_list(value) -> bool:
     return isinstance(value, (list, tuple)) and len(value) > 0 and all(isinstance(v, Tensor) for v in value)
@@ -254,6 +255,7 @@ def full_float32_precision():
 
 # --------------------------------------------------------------------------- CUDA == CPU
 
+
 def layouts(case: ConformanceCase) -> List[str]:
     return ["contiguous", "channels_last"] if case.feature_args else ["contiguous"]
 
@@ -295,16 +297,18 @@ def compare_devices(case: ConformanceCase, dtype: torch.dtype, layout: str, devi
             positions = grad_positions(case, sample.args)
             dev_args = _with_layout(to_device(sample.args, device), case.feature_args, layout)
             dev_args, dev_leaves = make_leaves(dev_args, positions)
-            ref_args = tree_map_only(Tensor, lambda t: t.to(ref_dtype) if t.is_floating_point() else t,
-                                     tuple(sample.args))
+            ref_args = tree_map_only(
+                Tensor, lambda t: t.to(ref_dtype) if t.is_floating_point() else t, tuple(sample.args)
+            )
             ref_args, ref_leaves = make_leaves(ref_args, positions)
             dev_out = flat_tensors([case.op(*dev_args)])
             ref_out = flat_tensors([case.op(*ref_args)])
             assert len(dev_out) == len(ref_out), where
             for i, (out, ref) in enumerate(zip(dev_out, ref_out)):
                 assert out.device.type == device, f"{where}: output {i} is on {out.device}"
-                _compare(out, ref, dtype, ref_dtype, case.cuda_tol(dtype, f"output {i}", ref, sample),
-                         f"{where}, output {i}")
+                _compare(
+                    out, ref, dtype, ref_dtype, case.cuda_tol(dtype, f"output {i}", ref, sample), f"{where}, output {i}"
+                )
             if case.channels_last_output:
                 fmt = torch.channels_last if layout == "channels_last" else torch.contiguous_format
                 assert dev_out[0].is_contiguous(memory_format=fmt), f"{where}: output 0 is not {layout}"
@@ -312,10 +316,12 @@ def compare_devices(case: ConformanceCase, dtype: torch.dtype, layout: str, devi
                 continue
             cots = cotangents(dev_out, seed=n)
             dev_grads = backward(dev_out, dev_leaves, cots)
-            ref_grads = backward(ref_out, ref_leaves,
-                                 [None if c is None else c.cpu().to(r.dtype) for c, r in zip(cots, ref_out)])
-            for name, grad, ref, leaf in zip(_grad_names(case, sample.args, positions), dev_grads, ref_grads,
-                                             dev_leaves):
+            ref_grads = backward(
+                ref_out, ref_leaves, [None if c is None else c.cpu().to(r.dtype) for c, r in zip(cots, ref_out)]
+            )
+            for name, grad, ref, leaf in zip(
+                _grad_names(case, sample.args, positions), dev_grads, ref_grads, dev_leaves
+            ):
                 what = f"{where}, grad {name}"
                 assert grad.device.type == device and grad.shape == leaf.shape, what
                 if case.nonzero_grads:
@@ -325,12 +331,15 @@ def compare_devices(case: ConformanceCase, dtype: torch.dtype, layout: str, devi
 
 # --------------------------------------------------------------------------- the suite
 
+
 def _over(params_of: Callable[[ConformanceCase], list], names: Sequence[str] = ()):
     """Parametrises a suite test over (case, *names) for every case of the suite:
     params_of(case) gives the pytest.param()s of that case ([] where it does not apply)."""
+
     def mark(test):
         test.conformance_params = (tuple(names), params_of)
         return test
+
     return mark
 
 
@@ -398,8 +407,13 @@ class ConformanceSuite:
             inputs, positions = module_call(case, case.sample(device, case.dtype, size))
             expected = forward_backward(model, inputs, positions)
             assert_gradients_reach_every_input(expected, f"size {size}")
-            assert_same_results(forward_backward(compiled, inputs, positions), expected, case.compile_tol,
-                                case.compile_tol, f"size {size}")
+            assert_same_results(
+                forward_backward(compiled, inputs, positions),
+                expected,
+                case.compile_tol,
+                case.compile_tol,
+                f"size {size}",
+            )
             frames = frames or counter.frame_count
         assert frames and counter.frame_count == frames, "dynamic=True should not recompile for new sizes"
 
@@ -433,13 +447,20 @@ class ConformanceSuite:
         expected = forward_backward(model, inputs, positions)
         assert_gradients_reach_every_input(expected, "eager")
         for name, fn in (("scripted", scripted), ("loaded", loaded)):
-            assert_same_results(forward_backward(fn, inputs, positions), expected, case.script_tol,
-                                case.script_grad_tol, name)
+            assert_same_results(
+                forward_backward(fn, inputs, positions), expected, case.script_tol, case.script_grad_tol, name
+            )
 
     # ----------------------------------------------------------------- CUDA == CPU
 
-    @_over(lambda case: [pytest.param(dtype, layout, id=f"{str(dtype)[6:]}-{layout}", marks=pytest.mark.cuda)
-                         for dtype in case.dtypes for layout in layouts(case)], names=("dtype", "layout"))
+    @_over(
+        lambda case: [
+            pytest.param(dtype, layout, id=f"{str(dtype)[6:]}-{layout}", marks=pytest.mark.cuda)
+            for dtype in case.dtypes
+            for layout in layouts(case)
+        ],
+        names=("dtype", "layout"),
+    )
     def test_cuda_matches_cpu(self, case, dtype, layout):
         compare_devices(case, dtype, layout, "cuda")
 
@@ -461,8 +482,13 @@ class ConformanceSuite:
                 if all(o.numel() == 0 for o in outputs):
                     assert torch.equal(grad, torch.zeros_like(leaf)), n
 
-    @_over(lambda case: [pytest.param(name, bad, id=name, marks=[pytest.mark.cuda] if bad.cuda else [])
-                         for name, bad in case.bad_inputs.items()], names=("name", "bad"))
+    @_over(
+        lambda case: [
+            pytest.param(name, bad, id=name, marks=[pytest.mark.cuda] if bad.cuda else [])
+            for name, bad in case.bad_inputs.items()
+        ],
+        names=("name", "bad"),
+    )
     def test_bad_input_raises(self, case, name, bad):
         args = bad.make(*case.sample("cpu", case.dtype, 0).args)
         with pytest.raises(RuntimeError, match=bad.match) as error:

@@ -6,6 +6,7 @@ The repo's python/ folder is also put on sys.path here, so a plain
 ``python -m pytest test/python`` finds the package (which then looks for
 build/libmmops.so itself).
 """
+
 import contextlib
 import os
 import sys
@@ -15,8 +16,7 @@ import pytest
 import torch
 
 # keep hypothesis' cache out of the source tree
-os.environ.setdefault("HYPOTHESIS_STORAGE_DIRECTORY",
-                      os.path.join(tempfile.gettempdir(), "mmops-hypothesis"))
+os.environ.setdefault("HYPOTHESIS_STORAGE_DIRECTORY", os.path.join(tempfile.gettempdir(), "mmops-hypothesis"))
 # A fresh inductor cache per test session: a cached graph compiled against an
 # older build of libmmops (e.g. different fake-tensor strides) must not be reused.
 os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", tempfile.mkdtemp(prefix="mmops-inductor-"))
@@ -33,10 +33,10 @@ import mmops  # noqa: E402  (registers torch.ops.mmops.*)
 
 
 def pytest_configure(config):
-    config.addinivalue_line("markers", "slow: long test (deselect with -m 'not slow', "
-                                       "e.g. under compute-sanitizer)")
-    config.addinivalue_line("markers", "cuda: needs a CUDA device (skipped without one; "
-                                       ".ci/gpu_check.sh selects these with -m cuda)")
+    config.addinivalue_line("markers", "slow: long test (deselect with -m 'not slow', e.g. under compute-sanitizer)")
+    config.addinivalue_line(
+        "markers", "cuda: needs a CUDA device (skipped without one; .ci/gpu_check.sh selects these with -m cuda)"
+    )
 
 
 def pytest_collection_modifyitems(config, items):
@@ -53,12 +53,12 @@ requires_cuda = pytest.mark.cuda
 
 try:
     import torchvision  # noqa: F401
+
     HAS_TORCHVISION = True
 except Exception:  # pragma: no cover - depends on the environment
     HAS_TORCHVISION = False
 
-requires_torchvision = pytest.mark.skipif(not HAS_TORCHVISION,
-                                          reason="torchvision is not importable")
+requires_torchvision = pytest.mark.skipif(not HAS_TORCHVISION, reason="torchvision is not importable")
 
 
 @contextlib.contextmanager
@@ -91,8 +91,19 @@ TOL = {
 }
 
 
-def random_rois(num_rois, batch, height, width, *, dtype=torch.float32, device="cpu",
-                spatial_scale=1.0, extra=True, ordered=False, generator=None):
+def random_rois(
+    num_rois,
+    batch,
+    height,
+    width,
+    *,
+    dtype=torch.float32,
+    device="cpu",
+    spatial_scale=1.0,
+    extra=True,
+    ordered=False,
+    generator=None,
+):
     """[K,5] rois in input-image coordinates (i.e. feature coords / spatial_scale).
 
     Boxes extend up to 30% outside the feature map. With ``extra`` the first rows
@@ -104,15 +115,14 @@ def random_rois(num_rois, batch, height, width, *, dtype=torch.float32, device="
     xy = torch.rand(num_rois, 4, dtype=torch.float64, generator=generator) * 1.6 - 0.3
     xy = xy * size
     if ordered:
-        xy = torch.cat([torch.minimum(xy[:, :2], xy[:, 2:]),
-                        torch.maximum(xy[:, :2], xy[:, 2:])], 1)
+        xy = torch.cat([torch.minimum(xy[:, :2], xy[:, 2:]), torch.maximum(xy[:, :2], xy[:, 2:])], 1)
     if extra:
         special = [
-            [1.3, 2.1, 1.45, 2.2],               # tiny
-            [2.3, 1.2, 2.3, 3.7],                # degenerate in x
-            [0.7, 3.1, width - 1.3, 3.1],        # degenerate in y
+            [1.3, 2.1, 1.45, 2.2],  # tiny
+            [2.3, 1.2, 2.3, 3.7],  # degenerate in x
+            [0.7, 3.1, width - 1.3, 3.1],  # degenerate in y
             [width - 1.7, 0.6, 0.4, height - 0.8],  # x2 < x1
-            [-9.3, -7.6, -3.2, -2.9],            # completely outside (top-left)
+            [-9.3, -7.6, -3.2, -2.9],  # completely outside (top-left)
             [width + 2.2, 0.5, width + 6.1, 3.3],  # completely outside (right)
             [-0.9, -1.1, width + 0.7, height + 1.2],  # covers everything
         ]

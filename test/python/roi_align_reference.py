@@ -4,6 +4,7 @@ Written from the specification only (no mmops / torchvision calls). The result i
 differentiable w.r.t. ``input`` through plain torch ops, so ``torch.autograd.grad``
 on it gives the expected input gradient for both pool modes.
 """
+
 import math
 
 import torch
@@ -72,8 +73,7 @@ def _pair(output_size):
     return (output_size, output_size) if isinstance(output_size, int) else tuple(output_size)
 
 
-def roi_align_ref(input, rois, output_size, spatial_scale=1.0, sampling_ratio=0,
-                  pool_mode="avg", aligned=True):
+def roi_align_ref(input, rois, output_size, spatial_scale=1.0, sampling_ratio=0, pool_mode="avg", aligned=True):
     """Reference RoIAlign. input [N,C,H,W], rois [K,5]; returns float64 [K,C,oh,ow].
 
     Rois with a batch index outside [0, N) or non-finite coordinates give zeros.
@@ -87,8 +87,7 @@ def roi_align_ref(input, rois, output_size, spatial_scale=1.0, sampling_ratio=0,
     for k in range(r.shape[0]):
         vals = r[k].tolist()
         ok = all(math.isfinite(v) for v in vals) and 0 <= int(vals[0]) < N
-        val = roi_samples(x[int(vals[0])], vals[1:], (oh, ow), spatial_scale,
-                          sampling_ratio, aligned) if ok else None
+        val = roi_samples(x[int(vals[0])], vals[1:], (oh, ow), spatial_scale, sampling_ratio, aligned) if ok else None
         if val is None:
             outs.append(x.new_zeros(C, oh, ow))
         elif pool_mode == "avg":
@@ -111,19 +110,16 @@ def roi_align_ref_grad(input, rois, grad_output, **kwargs):
         out = roi_align_ref(x, rois, **kwargs)
         if not out.requires_grad:  # every roi pooled constant zeros
             return torch.zeros_like(x)
-        (g,) = torch.autograd.grad(out, x, grad_output.detach().to(x.device, torch.float64),
-                                   allow_unused=True)
+        (g,) = torch.autograd.grad(out, x, grad_output.detach().to(x.device, torch.float64), allow_unused=True)
     return torch.zeros_like(x) if g is None else g
 
 
-def max_mode_margin(input, rois, output_size, spatial_scale=1.0, sampling_ratio=0,
-                    aligned=True):
+def max_mode_margin(input, rois, output_size, spatial_scale=1.0, sampling_ratio=0, aligned=True):
     """Smallest gap between best and second-best sample value over all bins."""
     x = input.detach().to(torch.float64).cpu()
     margin = math.inf
     for vals in rois.detach().to(torch.float64).cpu().tolist():
-        val = roi_samples(x[int(vals[0])], vals[1:], _pair(output_size), spatial_scale,
-                          sampling_ratio, aligned)
+        val = roi_samples(x[int(vals[0])], vals[1:], _pair(output_size), spatial_scale, sampling_ratio, aligned)
         if val is not None and val.shape[-1] > 1:
             top2 = val.topk(2, dim=-1).values
             margin = min(margin, (top2[..., 0] - top2[..., 1]).min().item())

@@ -1,12 +1,13 @@
 """mmops.bbox_overlaps: the conformance cases, then a float64 reference written here,
 mmcv's published vectors, torchvision's box_iou, gradcheck, degenerate boxes and the
 CUDA-specific test (skipped without a GPU)."""
+
 import pytest
 import torch
-
-import mmops
 from conformance import BadInput, ConformanceCase, ConformanceSuite, Sample
 from conftest import requires_torchvision
+
+import mmops
 
 op = torch.ops.mmops.bbox_overlaps
 
@@ -40,13 +41,16 @@ def random_boxes(n, *, dtype=torch.float64, seed=0, image=50.0, side=25.0, devic
 
 # ----------------------------------------------------------------------------- conformance
 
+
 def _sample(mode, aligned, offset):
     """7 bboxes1 and 9 bboxes2 (7 when aligned); size 1: 5 and 11 (5)."""
+
     def sample(device, dtype, size):
         m, n = (7, 9) if size == 0 else (5, 11)
         b1 = random_boxes(m, dtype=dtype, seed=13 + size, device=device)
         b2 = random_boxes(m if aligned else n, dtype=dtype, seed=14 + size, device=device)
         return Sample((b1, b2, mode, aligned, offset))
+
     return sample
 
 
@@ -55,8 +59,11 @@ def _empty(mode, aligned, offset):
         e, a = torch.zeros(0, 4, dtype=dtype, device=device), random_boxes(4, dtype=dtype, seed=3, device=device)
         if aligned:
             return [Sample((e, e, mode, True, offset), out_shapes=[(0,)])]
-        return [Sample((e, a, mode, False, offset), out_shapes=[(0, 4)]),
-                Sample((a, e, mode, False, offset), out_shapes=[(4, 0)])]
+        return [
+            Sample((e, a, mode, False, offset), out_shapes=[(0, 4)]),
+            Sample((a, e, mode, False, offset), out_shapes=[(4, 0)]),
+        ]
+
     return empty
 
 
@@ -68,6 +75,7 @@ def _cuda_samples(aligned):
                     b1 = random_boxes(m, dtype=dtype, seed=m, image=200.0, side=60.0)
                     b2 = random_boxes(n, dtype=dtype, seed=n + 1, image=200.0, side=60.0)
                     yield Sample((b1, b2[:m] if aligned else b2, mode, aligned, offset))
+
     return samples
 
 
@@ -97,27 +105,54 @@ class _IoUNet(torch.nn.Module):
 _Z = torch.zeros
 CONFORMANCE = [
     ConformanceCase(
-        "bbox_overlaps_iof_offset1", op, _sample("iof", False, 1), dtype=torch.float64, dtypes=DTYPES,
-        grad_args=(0, 1), empty=_empty("iof", False, 1), module=_IoUNet, helpers=_helpers,
-        cuda_samples=_cuda_samples(False), cuda_tol=_cuda_tol, compile_tol=dict(rtol=1e-7, atol=1e-7),
+        "bbox_overlaps_iof_offset1",
+        op,
+        _sample("iof", False, 1),
+        dtype=torch.float64,
+        dtypes=DTYPES,
+        grad_args=(0, 1),
+        empty=_empty("iof", False, 1),
+        module=_IoUNet,
+        helpers=_helpers,
+        cuda_samples=_cuda_samples(False),
+        cuda_tol=_cuda_tol,
+        compile_tol=dict(rtol=1e-7, atol=1e-7),
         bad_inputs={
-            "bboxes1_5_cols": BadInput(lambda *_: (_Z(3, 5), _Z(2, 4)),
-                                       r"bboxes1 to be a 2-D tensor of shape \[M, 4\]"),
+            "bboxes1_5_cols": BadInput(
+                lambda *_: (_Z(3, 5), _Z(2, 4)), r"bboxes1 to be a 2-D tensor of shape \[M, 4\]"
+            ),
             "bboxes2_1d": BadInput(lambda *_: (_Z(3, 4), _Z(4)), r"bboxes2 to be a 2-D tensor of shape \[N, 4\]"),
-            "int_boxes": BadInput(lambda *_: (_Z(3, 4, dtype=torch.int32), _Z(2, 4, dtype=torch.int32)),
-                                  "floating point dtype, but got Int"),
-            "dtypes_differ": BadInput(lambda *_: (_Z(3, 4), _Z(2, 4, dtype=torch.float64)),
-                                      r"bboxes2 to have the dtype of bboxes1 \(Float\), but got Double"),
+            "int_boxes": BadInput(
+                lambda *_: (_Z(3, 4, dtype=torch.int32), _Z(2, 4, dtype=torch.int32)),
+                "floating point dtype, but got Int",
+            ),
+            "dtypes_differ": BadInput(
+                lambda *_: (_Z(3, 4), _Z(2, 4, dtype=torch.float64)),
+                r"bboxes2 to have the dtype of bboxes1 \(Float\), but got Double",
+            ),
             "mode": BadInput(lambda *_: (_Z(3, 4), _Z(2, 4), "giou"), 'mode must be "iou" or "iof", but got "giou"'),
             "offset": BadInput(lambda *_: (_Z(3, 4), _Z(2, 4), "iou", False, 2), "offset must be 0 or 1, but got 2"),
-            "aligned_counts": BadInput(lambda *_: (_Z(3, 4), _Z(2, 4), "iou", True),
-                                       "aligned=True needs as many bboxes1 as bboxes2, but got 3 and 2"),
-            "bboxes2_on_cpu": BadInput(lambda *_: (_Z(3, 4, device="cuda"), _Z(2, 4)),
-                                       "bboxes2 on the device of bboxes1", cuda=True),
-        }),
-    ConformanceCase("bbox_overlaps_iof_offset1_aligned", op, _sample("iof", True, 1), dtype=torch.float64,
-                    dtypes=DTYPES, grad_args=(0, 1), empty=_empty("iof", True, 1), helpers=_helpers,
-                    cuda_samples=_cuda_samples(True), cuda_tol=_cuda_tol),
+            "aligned_counts": BadInput(
+                lambda *_: (_Z(3, 4), _Z(2, 4), "iou", True),
+                "aligned=True needs as many bboxes1 as bboxes2, but got 3 and 2",
+            ),
+            "bboxes2_on_cpu": BadInput(
+                lambda *_: (_Z(3, 4, device="cuda"), _Z(2, 4)), "bboxes2 on the device of bboxes1", cuda=True
+            ),
+        },
+    ),
+    ConformanceCase(
+        "bbox_overlaps_iof_offset1_aligned",
+        op,
+        _sample("iof", True, 1),
+        dtype=torch.float64,
+        dtypes=DTYPES,
+        grad_args=(0, 1),
+        empty=_empty("iof", True, 1),
+        helpers=_helpers,
+        cuda_samples=_cuda_samples(True),
+        cuda_tol=_cuda_tol,
+    ),
 ]
 
 
@@ -127,21 +162,30 @@ class TestBBoxOverlapsConformance(ConformanceSuite):
 
 # ----------------------------------------------------------------------------- known vectors
 
+
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_mmcv_vectors(dtype):
     # mmcv tests/test_ops/test_bbox.py
     b1 = torch.tensor([[1.0, 1.0, 3.0, 4.0], [2.0, 2.0, 3.0, 4.0], [7.0, 7.0, 8.0, 8.0]], dtype=dtype)
     b2 = torch.tensor([[0.0, 2.0, 2.0, 5.0], [2.0, 1.0, 3.0, 3.0]], dtype=dtype)
     tol = dict(rtol=1e-2, atol=1e-2)
-    torch.testing.assert_close(mmops.bbox_overlaps(b1, b2, offset=1).double(),
-                               torch.tensor([[0.33333334, 0.5], [0.2, 0.5], [0.0, 0.0]], dtype=torch.float64), **tol)
-    torch.testing.assert_close(mmops.bbox_overlaps(b1[:2], b2, aligned=True, offset=1).double(),
-                               torch.tensor([0.33333334, 0.5], dtype=torch.float64), **tol)
+    torch.testing.assert_close(
+        mmops.bbox_overlaps(b1, b2, offset=1).double(),
+        torch.tensor([[0.33333334, 0.5], [0.2, 0.5], [0.0, 0.0]], dtype=torch.float64),
+        **tol,
+    )
+    torch.testing.assert_close(
+        mmops.bbox_overlaps(b1[:2], b2, aligned=True, offset=1).double(),
+        torch.tensor([0.33333334, 0.5], dtype=torch.float64),
+        **tol,
+    )
     b1 = torch.tensor([[0.0, 0.0, 3.0, 3.0]], dtype=dtype)
-    b2 = torch.tensor([[4.0, 0.0, 5.0, 3.0], [3.0, 0.0, 4.0, 3.0], [2.0, 0.0, 3.0, 3.0], [1.0, 0.0, 2.0, 3.0]],
-                      dtype=dtype)
-    torch.testing.assert_close(mmops.bbox_overlaps(b1, b2, offset=1).double(),
-                               torch.tensor([[0.0, 0.2, 0.5, 0.5]], dtype=torch.float64), **tol)
+    b2 = torch.tensor(
+        [[4.0, 0.0, 5.0, 3.0], [3.0, 0.0, 4.0, 3.0], [2.0, 0.0, 3.0, 3.0], [1.0, 0.0, 2.0, 3.0]], dtype=dtype
+    )
+    torch.testing.assert_close(
+        mmops.bbox_overlaps(b1, b2, offset=1).double(), torch.tensor([[0.0, 0.2, 0.5, 0.5]], dtype=torch.float64), **tol
+    )
 
 
 def test_exact_values():
@@ -154,6 +198,7 @@ def test_exact_values():
 
 # ----------------------------------------------------------------------------- random vs reference
 
+
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("mode", ["iou", "iof"])
 @pytest.mark.parametrize("offset", [0, 1])
@@ -162,25 +207,29 @@ def test_random(dtype, mode, offset):
     b2 = random_boxes(53, dtype=dtype, seed=2)
     out = op(b1, b2, mode, False, offset)
     assert out.shape == (37, 53) and out.dtype == dtype
-    torch.testing.assert_close(out.double(), overlaps_ref(b1.double(), b2.double(), mode, False, offset),
-                               rtol=TOL[dtype], atol=TOL[dtype])
+    torch.testing.assert_close(
+        out.double(), overlaps_ref(b1.double(), b2.double(), mode, False, offset), rtol=TOL[dtype], atol=TOL[dtype]
+    )
     out = op(b1, b2[:37], mode, True, offset)
     assert out.shape == (37,)
-    torch.testing.assert_close(out.double(), overlaps_ref(b1.double(), b2[:37].double(), mode, True, offset),
-                               rtol=TOL[dtype], atol=TOL[dtype])
+    torch.testing.assert_close(
+        out.double(), overlaps_ref(b1.double(), b2[:37].double(), mode, True, offset), rtol=TOL[dtype], atol=TOL[dtype]
+    )
 
 
 @requires_torchvision
 def test_torchvision_box_iou():
     import torchvision
+
     b1 = random_boxes(40, dtype=torch.float32, seed=3)
     b2 = random_boxes(70, dtype=torch.float32, seed=4)
     torch.testing.assert_close(op(b1, b2), torchvision.ops.box_iou(b1, b2), rtol=1e-6, atol=1e-6)
 
 
 def test_degenerate_and_nonfinite():
-    a = torch.tensor([[1.0, 1.0, 1.0, 1.0], [0.0, 0.0, float("nan"), 2.0], [0.0, 0.0, float("inf"), 2.0],
-                      [0.0, 0.0, 2.0, 2.0]])
+    a = torch.tensor(
+        [[1.0, 1.0, 1.0, 1.0], [0.0, 0.0, float("nan"), 2.0], [0.0, 0.0, float("inf"), 2.0], [0.0, 0.0, 2.0, 2.0]]
+    )
     out = op(a, a)
     exp = torch.zeros(4, 4)
     exp[3, 3] = 1.0
@@ -203,6 +252,7 @@ def test_strided_inputs():
 
 
 # ----------------------------------------------------------------------------- gradients
+
 
 @pytest.mark.parametrize("mode", ["iou", "iof"])
 @pytest.mark.parametrize("aligned", [False, True])
@@ -238,8 +288,9 @@ def test_double_backward_raises():
 
 @pytest.mark.cuda
 def test_cuda_nonfinite_and_large():
-    a = torch.tensor([[1.0, 1.0, 1.0, 1.0], [0.0, 0.0, float("nan"), 2.0], [0.0, 0.0, float("inf"), 2.0],
-                      [0.0, 0.0, 2.0, 2.0]])
+    a = torch.tensor(
+        [[1.0, 1.0, 1.0, 1.0], [0.0, 0.0, float("nan"), 2.0], [0.0, 0.0, float("inf"), 2.0], [0.0, 0.0, 2.0, 2.0]]
+    )
     assert torch.equal(op(a.cuda(), a.cuda()).cpu(), op(a, a))
     b1 = random_boxes(2000, dtype=torch.float32, seed=17, image=800.0, side=100.0)
     b2 = random_boxes(3000, dtype=torch.float32, seed=18, image=800.0, side=100.0)

@@ -2,16 +2,17 @@
 conformance cases, then an independent float64 reference (grid_sample per tap + einsum),
 known vectors, gradcheck, torchvision, special inputs (NaN offsets, layouts, chunks), the
 modules and the CUDA-specific tests."""
+
 import math
 import os
 
 import pytest
 import torch
 import torch.nn.functional as F
-
-import mmops
 from conformance import BadInput, ConformanceCase, ConformanceSuite, Sample
 from conftest import TOL, deterministic_algorithms, requires_torchvision
+
+import mmops
 
 v1 = torch.ops.mmops.deform_conv2d
 v2 = torch.ops.mmops.modulated_deform_conv2d
@@ -20,12 +21,12 @@ backward_op = torch.ops.mmops._deform_conv2d_backward
 
 # --------------------------------------------------------------------------- reference
 
+
 def out_size(size, k, s, p, d):
     return (size + 2 * p - (d * (k - 1) + 1)) // s + 1
 
 
-def reference(x, offset, mask, weight, bias, stride=(1, 1), padding=(0, 0), dilation=(1, 1), groups=1,
-              deform_groups=1):
+def reference(x, offset, mask, weight, bias, stride=(1, 1), padding=(0, 0), dilation=(1, 1), groups=1, deform_groups=1):
     """Deformable convolution in plain PyTorch, float64 (differentiable w.r.t. every
     tensor): for each deform group and tap, F.grid_sample (bilinear, zeros,
     align_corners=False) of the group's channels at the shifted pixel positions,
@@ -49,8 +50,9 @@ def reference(x, offset, mask, weight, bias, stride=(1, 1), padding=(0, 0), dila
             xx = base_x + j * dilation[1] + off[:, g, k, 1]
             # pixel coordinate -> grid_sample's normalised coordinate (align_corners=False)
             grid = torch.stack([(2 * xx + 1) / w - 1, (2 * y + 1) / h - 1], dim=-1)
-            s = F.grid_sample(x[:, g * per_dg:(g + 1) * per_dg], grid, mode="bilinear", padding_mode="zeros",
-                              align_corners=False)
+            s = F.grid_sample(
+                x[:, g * per_dg : (g + 1) * per_dg], grid, mode="bilinear", padding_mode="zeros", align_corners=False
+            )
             if mask is not None:
                 s = s * mask.double()[:, g * taps + k].unsqueeze(1)
             groups_k.append(s)
@@ -63,8 +65,23 @@ def reference(x, offset, mask, weight, bias, stride=(1, 1), padding=(0, 0), dila
     return out
 
 
-def make_inputs(n, c, h, w, c_out, k, stride=1, padding=0, dilation=1, groups=1, deform_groups=1,
-                dtype=torch.float64, spread=2.0, seed=0, with_bias=True):
+def make_inputs(
+    n,
+    c,
+    h,
+    w,
+    c_out,
+    k,
+    stride=1,
+    padding=0,
+    dilation=1,
+    groups=1,
+    deform_groups=1,
+    dtype=torch.float64,
+    spread=2.0,
+    seed=0,
+    with_bias=True,
+):
     """Random inputs; offsets spread a few pixels (some samples fall outside the map)."""
     g = torch.Generator().manual_seed(seed)
     kh, kw = (k, k) if isinstance(k, int) else k
@@ -114,19 +131,47 @@ CASES = [
 P1, P0 = [1, 1], [0, 0]
 
 
-def _sample(modulated, sizes, c=4, c_out=6, k=3, stride=1, padding=1, dilation=1, groups=2, deform_groups=2,
-            with_bias=True, channels_last=False, seed=30):
+def _sample(
+    modulated,
+    sizes,
+    c=4,
+    c_out=6,
+    k=3,
+    stride=1,
+    padding=1,
+    dilation=1,
+    groups=2,
+    deform_groups=2,
+    with_bias=True,
+    channels_last=False,
+    seed=30,
+):
     """sample(device, dtype, size): make_inputs with (n, h, w) = sizes[size]."""
+
     def sample(device, dtype, size):
         n, h, w = sizes[size]
-        (x, offset, mask, weight, bias), kw = make_inputs(n, c, h, w, c_out, k, stride, padding, dilation, groups,
-                                                          deform_groups, dtype=dtype, seed=seed + size,
-                                                          with_bias=with_bias)
+        (x, offset, mask, weight, bias), kw = make_inputs(
+            n,
+            c,
+            h,
+            w,
+            c_out,
+            k,
+            stride,
+            padding,
+            dilation,
+            groups,
+            deform_groups,
+            dtype=dtype,
+            seed=seed + size,
+            with_bias=with_bias,
+        )
         x, offset, mask, weight = (t.to(device) for t in (x, offset, mask, weight))
         x = x.contiguous(memory_format=torch.channels_last) if channels_last else x
         bias = None if bias is None else bias.to(device)
         options = (list(kw["stride"]), list(kw["padding"]), list(kw["dilation"]), groups, deform_groups)
         return Sample((x, offset, mask, weight, bias, *options) if modulated else (x, offset, weight, bias, *options))
+
     return sample
 
 
@@ -135,22 +180,28 @@ def _empty(modulated):
         (x, offset, mask, weight, bias), kw = make_inputs(0, 4, 6, 7, 6, 3, 1, 1, 1, 2, 2, dtype=dtype)
         samples = [((x, offset, mask, weight, bias, P1, P1, P1, 2, 2), (0, 6, 6, 7))]  # empty batch
         (x, offset, mask, _, _), _ = make_inputs(2, 4, 5, 5, 4, 3, padding=1, dtype=dtype)
-        samples.append(((x, offset, mask, torch.randn(0, 4, 3, 3, dtype=dtype), None, P1, P1, P1, 1, 1),
-                        (2, 0, 5, 5)))  # no output channels
+        samples.append(
+            ((x, offset, mask, torch.randn(0, 4, 3, 3, dtype=dtype), None, P1, P1, P1, 1, 1), (2, 0, 5, 5))
+        )  # no output channels
         to = lambda t: t if t is None or not isinstance(t, torch.Tensor) else t.to(device)  # noqa: E731
-        return [Sample(tuple(to(a) for a in (args if modulated else args[:2] + args[3:])), out_shapes=[shape])
-                for args, shape in samples]
+        return [
+            Sample(tuple(to(a) for a in (args if modulated else args[:2] + args[3:])), out_shapes=[shape])
+            for args, shape in samples
+        ]
+
     return empty
 
 
 def _cuda_samples(modulated):
     def samples(dtype):
         for i, (n, c, h, w, c_out, k, s, p, d, g, dg) in enumerate(CUDA_CASES):
-            (x, offset, mask, weight, bias), kw = make_inputs(n, c, h, w, c_out, k, s, p, d, g, dg, dtype=dtype,
-                                                              seed=40 + i)
+            (x, offset, mask, weight, bias), kw = make_inputs(
+                n, c, h, w, c_out, k, s, p, d, g, dg, dtype=dtype, seed=40 + i
+            )
             options = (list(kw["stride"]), list(kw["padding"]), list(kw["dilation"]), g, dg)
             tensors = (x, offset, mask, weight, bias) if modulated else (x, offset, weight, bias)
             yield Sample((*tensors, *options))
+
     return samples
 
 
@@ -164,8 +215,10 @@ def _cuda_tol(dtype, what, expected, sample):
 def _helpers(sample):
     x, o, m, w, b, stride, padding, dilation, groups, dg = sample.args
     go = torch.randn_like(v2(*sample.args))
-    return [(backward_op, (go, x, o, m, w, stride, padding, dilation, groups, dg, [True] * 5)),
-            (backward_op, (go, x, o, None, w, stride, padding, dilation, groups, dg, [False, True, True, False, True]))]
+    return [
+        (backward_op, (go, x, o, m, w, stride, padding, dilation, groups, dg, [True] * 5)),
+        (backward_op, (go, x, o, None, w, stride, padding, dilation, groups, dg, [False, True, True, False, True])),
+    ]
 
 
 class _Net(torch.nn.Module):
@@ -176,16 +229,19 @@ class _Net(torch.nn.Module):
         super().__init__()
         self.plain = mmops.ModulatedDeformConv2d(4, 4, 3, padding=1, deform_groups=2, bias=False)
 
-    def forward(self, x: torch.Tensor, offset: torch.Tensor, mask: torch.Tensor, weight: torch.Tensor,
-                bias: torch.Tensor):
-        a = torch.ops.mmops.modulated_deform_conv2d(x * 1.5, offset, mask.sigmoid(), weight, bias, [1, 1], [1, 1],
-                                                    [1, 1], 2, 2)
+    def forward(
+        self, x: torch.Tensor, offset: torch.Tensor, mask: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor
+    ):
+        a = torch.ops.mmops.modulated_deform_conv2d(
+            x * 1.5, offset, mask.sigmoid(), weight, bias, [1, 1], [1, 1], [1, 1], 2, 2
+        )
         if torch.jit.is_scripting():  # the functional wrapper is not scriptable
             b = torch.ops.mmops.deform_conv2d(x, offset, weight, None, [1, 1], [1, 1], [1, 1], 2, 2)
         else:
             b = mmops.deform_conv2d(x, offset, weight, None, 1, 1, 1, 2, 2)
-        z = self.plain(x, offset, mask) + torch.ops.mmops.deform_conv2d(x, offset, self.plain.weight, None, [1, 1],
-                                                                        [1, 1], [1, 1], 1, 2)
+        z = self.plain(x, offset, mask) + torch.ops.mmops.deform_conv2d(
+            x, offset, self.plain.weight, None, [1, 1], [1, 1], [1, 1], 1, 2
+        )
         return (a.sin() + b).sum(dim=1), z
 
 
@@ -204,11 +260,13 @@ class _PackNet(torch.nn.Module):
             self.dcn.conv_offset.weight.copy_(torch.randn(self.dcn.conv_offset.weight.shape, generator=g) * 0.2)
             self.dcn2.conv_offset.weight.copy_(torch.randn(self.dcn2.conv_offset.weight.shape, generator=g) * 0.2)
 
-    def forward(self, x: torch.Tensor, offset: torch.Tensor, mask: torch.Tensor, weight: torch.Tensor,
-                bias: torch.Tensor):
+    def forward(
+        self, x: torch.Tensor, offset: torch.Tensor, mask: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor
+    ):
         y = self.dcn2(self.dcn(x).relu())
-        z = self.plain(x, offset, mask) + torch.ops.mmops.deform_conv2d(x, offset, self.plain.weight, None, [1, 1],
-                                                                        [1, 1], [1, 1], 1, 1)
+        z = self.plain(x, offset, mask) + torch.ops.mmops.deform_conv2d(
+            x, offset, self.plain.weight, None, [1, 1], [1, 1], [1, 1], 1, 1
+        )
         op = torch.ops.mmops.modulated_deform_conv2d(x, offset, mask, weight, bias, [1, 1], [1, 1], [1, 1], 1, 1)
         return y.sum() + z.mean(dim=1, keepdim=True), op
 
@@ -221,43 +279,66 @@ def _good():
 # name: (make(x, offset, mask, weight, bias) -> modulated_deform_conv2d's arguments, message)
 BAD = {
     "input_3d": (lambda x, o, m, w, b: (x[0], o, m, w, b, P1, P1, P1, 2, 2), "expected input to be a 4-D tensor"),
-    "int_input": (lambda x, o, m, w, b: (x.int(), o.int(), m.int(), w.int(), None, P1, P1, P1, 2, 2),
-                  "expected input to have a floating point dtype"),
-    "offset_dtype": (lambda x, o, m, w, b: (x, o.double(), m, w, b, P1, P1, P1, 2, 2),
-                     r"expected offset to have the dtype of input \(Float\), but got Double"),
+    "int_input": (
+        lambda x, o, m, w, b: (x.int(), o.int(), m.int(), w.int(), None, P1, P1, P1, 2, 2),
+        "expected input to have a floating point dtype",
+    ),
+    "offset_dtype": (
+        lambda x, o, m, w, b: (x, o.double(), m, w, b, P1, P1, P1, 2, 2),
+        r"expected offset to have the dtype of input \(Float\), but got Double",
+    ),
     "mask_dtype": (lambda x, o, m, w, b: (x, o, m.half(), w, b, P1, P1, P1, 2, 2), "expected mask to have the dtype"),
-    "weight_dtype": (lambda x, o, m, w, b: (x, o, m, w.double(), b, P1, P1, P1, 2, 2),
-                     "expected weight to have the dtype"),
+    "weight_dtype": (
+        lambda x, o, m, w, b: (x, o, m, w.double(), b, P1, P1, P1, 2, 2),
+        "expected weight to have the dtype",
+    ),
     "bias_dtype": (lambda x, o, m, w, b: (x, o, m, w, b.double(), P1, P1, P1, 2, 2), "expected bias to have the dtype"),
     "weight_3d": (lambda x, o, m, w, b: (x, o, m, w[0], b, P1, P1, P1, 2, 2), "expected weight to be a 4-D tensor"),
-    "offset_channels": (lambda x, o, m, w, b: (x, o[:, :30], m, w, b, P1, P1, P1, 2, 2),
-                        r"expected offset of shape \[2, 36, 6, 6\] \(\[N, 2 \* deform_groups \* kh \* kw, H_out, "
-                        r"W_out\]\), but got \[2, 30, 6, 6\]"),
+    "offset_channels": (
+        lambda x, o, m, w, b: (x, o[:, :30], m, w, b, P1, P1, P1, 2, 2),
+        r"expected offset of shape \[2, 36, 6, 6\] \(\[N, 2 \* deform_groups \* kh \* kw, H_out, "
+        r"W_out\]\), but got \[2, 30, 6, 6\]",
+    ),
     "offset_spatial": (lambda x, o, m, w, b: (x, o[:, :, :5], m, w, b, P1, P1, P1, 2, 2), "expected offset of shape"),
     "offset_3d": (lambda x, o, m, w, b: (x, o[0], m, w, b, P1, P1, P1, 2, 2), "expected offset of shape .* 3-D"),
-    "mask_shape": (lambda x, o, m, w, b: (x, o, m[:, :9], w, b, P1, P1, P1, 2, 2),
-                   r"expected mask of shape \[2, 18, 6, 6\]"),
+    "mask_shape": (
+        lambda x, o, m, w, b: (x, o, m[:, :9], w, b, P1, P1, P1, 2, 2),
+        r"expected mask of shape \[2, 18, 6, 6\]",
+    ),
     "bias_shape": (lambda x, o, m, w, b: (x, o, m, w, b[:5], P1, P1, P1, 2, 2), r"expected bias of shape \[6\]"),
-    "groups_input": (lambda x, o, m, w, b: (x, o, m, w, b, P1, P1, P1, 3, 2),
-                     r"input channels \(C_in = 4\) to be divisible by groups \(3\)"),
-    "groups_output": (lambda x, o, m, w, b: (x, o, m, torch.cat([w, w[:1]]), None, P1, P1, P1, 4, 2),
-                      r"output channels \(weight.size\(0\) = 7\) to be divisible by groups \(4\)"),
-    "deform_groups": (lambda x, o, m, w, b: (x, o, m, w, b, P1, P1, P1, 2, 3),
-                      r"divisible by deform_groups \(3\)"),
-    "weight_in_channels": (lambda x, o, m, w, b: (x, o, m, w, b, P1, P1, P1, 1, 2),
-                           r"expected weight of shape \[C_out, C_in / groups = 4, kh, kw\]"),
+    "groups_input": (
+        lambda x, o, m, w, b: (x, o, m, w, b, P1, P1, P1, 3, 2),
+        r"input channels \(C_in = 4\) to be divisible by groups \(3\)",
+    ),
+    "groups_output": (
+        lambda x, o, m, w, b: (x, o, m, torch.cat([w, w[:1]]), None, P1, P1, P1, 4, 2),
+        r"output channels \(weight.size\(0\) = 7\) to be divisible by groups \(4\)",
+    ),
+    "deform_groups": (lambda x, o, m, w, b: (x, o, m, w, b, P1, P1, P1, 2, 3), r"divisible by deform_groups \(3\)"),
+    "weight_in_channels": (
+        lambda x, o, m, w, b: (x, o, m, w, b, P1, P1, P1, 1, 2),
+        r"expected weight of shape \[C_out, C_in / groups = 4, kh, kw\]",
+    ),
     "kernel_zero": (lambda x, o, m, w, b: (x, o, m, w[:, :, :0], b, P1, P1, P1, 2, 2), "kernel size"),
     "stride_zero": (lambda x, o, m, w, b: (x, o, m, w, b, [0, 1], P1, P1, 2, 2), "stride values must be positive"),
-    "stride_three": (lambda x, o, m, w, b: (x, o, m, w, b, [1, 1, 1], P1, P1, 2, 2),
-                     "expected stride to hold 2 values"),
-    "padding_negative": (lambda x, o, m, w, b: (x, o, m, w, b, P1, [-1, 1], P1, 2, 2),
-                         "padding values must be non-negative"),
+    "stride_three": (
+        lambda x, o, m, w, b: (x, o, m, w, b, [1, 1, 1], P1, P1, 2, 2),
+        "expected stride to hold 2 values",
+    ),
+    "padding_negative": (
+        lambda x, o, m, w, b: (x, o, m, w, b, P1, [-1, 1], P1, 2, 2),
+        "padding values must be non-negative",
+    ),
     "dilation_zero": (lambda x, o, m, w, b: (x, o, m, w, b, P1, P1, [1, 0], 2, 2), "dilation values must be positive"),
     "groups_zero": (lambda x, o, m, w, b: (x, o, m, w, b, P1, P1, P1, 0, 2), "groups must be positive"),
-    "deform_groups_zero": (lambda x, o, m, w, b: (x, o, m, w, b, P1, P1, P1, 2, 0),
-                           "deform_groups must be positive"),
-    "too_small": (lambda x, o, m, w, b: (x[:, :, :1, :1], o, m, w, b, P1, P0, P1, 2, 2),
-                  r"expected a positive output size, but the input \(H, W\) = \(1, 1\)"),
+    "deform_groups_zero": (
+        lambda x, o, m, w, b: (x, o, m, w, b, P1, P1, P1, 2, 0),
+        "deform_groups must be positive",
+    ),
+    "too_small": (
+        lambda x, o, m, w, b: (x[:, :, :1, :1], o, m, w, b, P1, P0, P1, 2, 2),
+        r"expected a positive output size, but the input \(H, W\) = \(1, 1\)",
+    ),
 }
 
 
@@ -266,29 +347,70 @@ def _bad_inputs(modulated):
     the offset shape is checked on meta tensors too."""
     name = "modulated_deform_conv2d" if modulated else "deform_conv2d"
     drop_mask = (lambda args: args) if modulated else (lambda args: args[:2] + args[3:])
-    return {key: BadInput(lambda *_, make=make: drop_mask(make(*_good())), f"mmops::{name}: .*{match}",
-                          meta=key == "offset_channels")
-            for key, (make, match) in BAD.items() if modulated or "mask" not in key}
+    return {
+        key: BadInput(
+            lambda *_, make=make: drop_mask(make(*_good())), f"mmops::{name}: .*{match}", meta=key == "offset_channels"
+        )
+        for key, (make, match) in BAD.items()
+        if modulated or "mask" not in key
+    }
 
 
 _SIZES = ((5, 10, 11), (7, 12, 9))  # (n, h, w): sizes differ from every other size (one dynamo symbol each)
 CONFORMANCE = [
-    ConformanceCase("modulated_deform_conv2d", v2, _sample(True, _SIZES), grad_args=(0, 1, 2, 3, 4),
-                    feature_args=(0,), empty=_empty(True), bad_inputs=_bad_inputs(True), module=_Net,
-                    cuda_samples=_cuda_samples(True), cuda_tol=_cuda_tol, channels_last_output=True),
-    ConformanceCase("modulated_deform_conv2d_modules", v2,
-                    _sample(True, ((2, 8, 8),) * 2, c_out=4, groups=1, deform_groups=1, seed=16),
-                    dtype=torch.float64, dtypes=(), grad_args=(0, 1, 2, 3, 4), module=_PackNet,
-                    module_tests=("torchscript",), script_tol=dict(rtol=0, atol=1e-12),
-                    script_grad_tol=dict(rtol=0, atol=1e-12)),
-    ConformanceCase("deform_conv2d", v1, _sample(False, _SIZES, with_bias=False), grad_args=(0, 1, 2, 3),
-                    feature_args=(0,), empty=_empty(False), bad_inputs=_bad_inputs(False),
-                    cuda_samples=_cuda_samples(False), cuda_tol=_cuda_tol, channels_last_output=True),
-    ConformanceCase("modulated_deform_conv2d_strided", v2, _sample(True, ((2, 6, 5),) * 2, stride=2, seed=0),
-                    dtypes=(), grad_args=(0, 1, 2, 3, 4), empty=_empty(True), helpers=_helpers),
-    ConformanceCase("deform_conv2d_strided_channels_last", v1,
-                    _sample(False, ((2, 6, 5),) * 2, stride=2, channels_last=True, seed=0), dtypes=(),
-                    grad_args=(0, 1, 2, 3)),
+    ConformanceCase(
+        "modulated_deform_conv2d",
+        v2,
+        _sample(True, _SIZES),
+        grad_args=(0, 1, 2, 3, 4),
+        feature_args=(0,),
+        empty=_empty(True),
+        bad_inputs=_bad_inputs(True),
+        module=_Net,
+        cuda_samples=_cuda_samples(True),
+        cuda_tol=_cuda_tol,
+        channels_last_output=True,
+    ),
+    ConformanceCase(
+        "modulated_deform_conv2d_modules",
+        v2,
+        _sample(True, ((2, 8, 8),) * 2, c_out=4, groups=1, deform_groups=1, seed=16),
+        dtype=torch.float64,
+        dtypes=(),
+        grad_args=(0, 1, 2, 3, 4),
+        module=_PackNet,
+        module_tests=("torchscript",),
+        script_tol=dict(rtol=0, atol=1e-12),
+        script_grad_tol=dict(rtol=0, atol=1e-12),
+    ),
+    ConformanceCase(
+        "deform_conv2d",
+        v1,
+        _sample(False, _SIZES, with_bias=False),
+        grad_args=(0, 1, 2, 3),
+        feature_args=(0,),
+        empty=_empty(False),
+        bad_inputs=_bad_inputs(False),
+        cuda_samples=_cuda_samples(False),
+        cuda_tol=_cuda_tol,
+        channels_last_output=True,
+    ),
+    ConformanceCase(
+        "modulated_deform_conv2d_strided",
+        v2,
+        _sample(True, ((2, 6, 5),) * 2, stride=2, seed=0),
+        dtypes=(),
+        grad_args=(0, 1, 2, 3, 4),
+        empty=_empty(True),
+        helpers=_helpers,
+    ),
+    ConformanceCase(
+        "deform_conv2d_strided_channels_last",
+        v1,
+        _sample(False, ((2, 6, 5),) * 2, stride=2, channels_last=True, seed=0),
+        dtypes=(),
+        grad_args=(0, 1, 2, 3),
+    ),
 ]
 
 
@@ -298,18 +420,19 @@ class TestDeformConvConformance(ConformanceSuite):
 
 # --------------------------------------------------------------------------- forward / backward vs reference
 
+
 @pytest.mark.parametrize("modulated", [False, True])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
 @pytest.mark.parametrize("case", range(len(CASES)))
 def test_matches_reference(case, dtype, modulated):
     n, c, h, w, c_out, k, s, p, d, g, dg = CASES[case]
-    (x, offset, mask, weight, bias), kw = make_inputs(n, c, h, w, c_out, k, s, p, d, g, dg, dtype=dtype,
-                                                      seed=case)
+    (x, offset, mask, weight, bias), kw = make_inputs(n, c, h, w, c_out, k, s, p, d, g, dg, dtype=dtype, seed=case)
     mask = mask if modulated else None
     tensors = [x, offset, mask, weight, bias]
     out, grads = value_and_grads(lambda *t: call(*t, **kw), tensors)
-    exp, exp_grads = value_and_grads(lambda *t: reference(*t, **kw), [t.double() if t is not None else None
-                                                                        for t in tensors])
+    exp, exp_grads = value_and_grads(
+        lambda *t: reference(*t, **kw), [t.double() if t is not None else None for t in tensors]
+    )
     assert out.dtype == dtype and out.shape == exp.shape
     assert exp.abs().max() > 0.1
     tol = dict(atol=1e-5, rtol=1e-5) if dtype == torch.float32 else TOL[dtype]
@@ -332,7 +455,9 @@ def test_low_precision_cpu(dtype):
     scale = exp.abs().max().item()
     torch.testing.assert_close(out.double(), exp, atol=TOL[dtype]["atol"] * scale, rtol=TOL[dtype]["rtol"])
     _, grads = value_and_grads(lambda *t: v2(*t, [1, 1], [1, 1], [1, 1], 2, 2), [x, offset, mask, weight, bias])
-    _, exp_grads = value_and_grads(lambda *t: reference(*t, **kw), [t.double() for t in (x, offset, mask, weight, bias)])
+    _, exp_grads = value_and_grads(
+        lambda *t: reference(*t, **kw), [t.double() for t in (x, offset, mask, weight, bias)]
+    )
     for got, want in zip(grads, exp_grads):
         assert got.dtype == dtype
         s = want.abs().max().item()
@@ -351,18 +476,18 @@ KNOWN_INPUT = [[[[1.0, 2.0], [3.0, 4.0]]]]
 KNOWN_OFFSET = [[[[0.5, 0.0], [-1.5, 1.0]], [[0.5, -1.0], [0.0, 0.0]]]]  # channel 0 dy, 1 dx
 KNOWN_MASK = [[[[0.5, 1.0], [2.0, 3.0]]]]
 KNOWN_V1 = {
-    "output": [[[[5.5, 2.5], [1.5, 0.5]]]],               # 2 * value + 0.5
-    "input": [[[[3.5, 0.5], [0.5, 0.5]]]],                # 2 * bilinear weights, summed
+    "output": [[[[5.5, 2.5], [1.5, 0.5]]]],  # 2 * value + 0.5
+    "input": [[[[3.5, 0.5], [0.5, 0.5]]]],  # 2 * bilinear weights, summed
     # d value / dy, dx (floor convention at integer coordinates) times the weight 2
     "offset": [[[[4.0, 4.0], [2.0, 0.0]], [[2.0, 2.0], [1.0, 0.0]]]],
-    "weight": [[[[4.0]]]],                                # sum of the sampled values
+    "weight": [[[[4.0]]]],  # sum of the sampled values
     "bias": [4.0],
 }
 KNOWN_V2 = {
-    "output": [[[[3.0, 2.5], [2.5, 0.5]]]],               # 2 * mask * value + 0.5
+    "output": [[[[3.0, 2.5], [2.5, 0.5]]]],  # 2 * mask * value + 0.5
     "input": [[[[0.5 * 0.5 + 2.0 + 2.0, 0.5 * 0.5], [0.5 * 0.5, 0.5 * 0.5]]]],
     "offset": [[[[2.0, 4.0], [4.0, 0.0]], [[1.0, 2.0], [2.0, 0.0]]]],
-    "mask": [[[[5.0, 2.0], [1.0, 0.0]]]],                 # 2 * value
+    "mask": [[[[5.0, 2.0], [1.0, 0.0]]]],  # 2 * value
     "weight": [[[[0.5 * 2.5 + 1.0 + 2.0 * 0.5]]]],
     "bias": [4.0],
 }
@@ -385,14 +510,20 @@ def test_known_vector(modulated, dtype):
     torch.testing.assert_close(out, torch.tensor(exp["output"], dtype=dtype), rtol=0, atol=0)
     out.sum().backward()
     for name, leaf in zip(names, leaves):
-        torch.testing.assert_close(leaf.grad, torch.tensor(exp[name], dtype=dtype), rtol=0, atol=1e-6,
-                                   msg=lambda m: f"gradient of {name}: {m}")
+        torch.testing.assert_close(
+            leaf.grad, torch.tensor(exp[name], dtype=dtype), rtol=0, atol=1e-6, msg=lambda m: f"gradient of {name}: {m}"
+        )
 
 
 def test_reference_reproduces_known_vector():
     x = torch.tensor(KNOWN_INPUT, dtype=torch.float64)
-    out = reference(x, torch.tensor(KNOWN_OFFSET, dtype=torch.float64), torch.tensor(KNOWN_MASK, dtype=torch.float64),
-                    torch.full((1, 1, 1, 1), 2.0, dtype=torch.float64), torch.tensor([0.5], dtype=torch.float64))
+    out = reference(
+        x,
+        torch.tensor(KNOWN_OFFSET, dtype=torch.float64),
+        torch.tensor(KNOWN_MASK, dtype=torch.float64),
+        torch.full((1, 1, 1, 1), 2.0, dtype=torch.float64),
+        torch.tensor([0.5], dtype=torch.float64),
+    )
     torch.testing.assert_close(out, torch.tensor(KNOWN_V2["output"], dtype=torch.float64))
 
 
@@ -405,6 +536,7 @@ def test_zero_offsets_equal_convolution():
 
 
 # --------------------------------------------------------------------------- gradcheck
+
 
 def _fractional_offsets(shape, seed):
     """Offsets whose samples stay away from integer coordinates (non-differentiable
@@ -431,8 +563,9 @@ def test_gradcheck_strided_no_bias():
     (x, offset, mask, weight, _), _ = make_inputs(1, 3, 7, 7, 2, 3, 2, 0, 1, 1, 3, seed=7, with_bias=False)
     offset = _fractional_offsets(offset.shape, seed=8)
     inputs = tuple(t.requires_grad_(True) for t in (x, offset, mask, weight))
-    assert torch.autograd.gradcheck(lambda a, b, c, d: v2(a, b, c, d, None, [2, 2], [0, 0], [1, 1], 1, 3), inputs,
-                                    check_batched_grad=False)
+    assert torch.autograd.gradcheck(
+        lambda a, b, c, d: v2(a, b, c, d, None, [2, 2], [0, 0], [1, 1], 1, 3), inputs, check_batched_grad=False
+    )
 
 
 def test_double_backward_raises():
@@ -458,14 +591,16 @@ def test_partial_gradients():
         torch.testing.assert_close(g, full[i])
     # the helper op returns empty tensors for what is not asked
     out = call(x, offset, mask, weight, bias, **kw)
-    r = backward_op(torch.ones_like(out), x, offset, mask, weight, [1, 1], [1, 1], [1, 1], 2, 2,
-                    [False, True, False, True, False])
+    r = backward_op(
+        torch.ones_like(out), x, offset, mask, weight, [1, 1], [1, 1], [1, 1], 2, 2, [False, True, False, True, False]
+    )
     assert [t.shape for t in r] == [(0,), offset.shape, (0,), weight.shape, (0,)]
     r = backward_op(torch.ones_like(out), x, offset, None, weight, [1, 1], [1, 1], [1, 1], 2, 2, [True] * 5)
     assert [t.shape for t in r] == [x.shape, offset.shape, (0,), weight.shape, (4,)]
 
 
 # --------------------------------------------------------------------------- torchvision
+
 
 @requires_torchvision
 @pytest.mark.parametrize("modulated", [False, True])
@@ -474,14 +609,17 @@ def test_matches_torchvision(dtype, modulated):
     import torchvision
 
     for i, (n, c, h, w, c_out, k, s, p, d, g, dg) in enumerate(CASES):
-        (x, offset, mask, weight, bias), kw = make_inputs(n, c, h, w, c_out, k, s, p, d, g, dg, dtype=dtype,
-                                                          seed=20 + i)
+        (x, offset, mask, weight, bias), kw = make_inputs(
+            n, c, h, w, c_out, k, s, p, d, g, dg, dtype=dtype, seed=20 + i
+        )
         mask = mask if modulated else None
         out, grads = value_and_grads(lambda *t: call(*t, **kw), [x, offset, mask, weight, bias])
         exp, exp_grads = value_and_grads(
-            lambda a, b, m, wt, bs: torchvision.ops.deform_conv2d(a, b, wt, bs, kw["stride"], kw["padding"],
-                                                                  kw["dilation"], mask=m),
-            [x, offset, mask, weight, bias])
+            lambda a, b, m, wt, bs: torchvision.ops.deform_conv2d(
+                a, b, wt, bs, kw["stride"], kw["padding"], kw["dilation"], mask=m
+            ),
+            [x, offset, mask, weight, bias],
+        )
         tol = dict(atol=1e-5, rtol=1e-5) if dtype == torch.float32 else TOL[dtype]
         torch.testing.assert_close(out, exp, **tol)
         for got, want in zip(grads, exp_grads):
@@ -521,7 +659,7 @@ def test_nonfinite_offset_samples_zero(which, bad):
     torch.testing.assert_close(out, exp)
     gx, goff, gmask, gw, gb = grads
     assert torch.isfinite(goff).all() and torch.isfinite(gmask).all()
-    assert goff[n, (dg * 9 + k) * 2:(dg * 9 + k) * 2 + 2, ho, wo].abs().max() == 0
+    assert goff[n, (dg * 9 + k) * 2 : (dg * 9 + k) * 2 + 2, ho, wo].abs().max() == 0
     assert gmask[n, dg * 9 + k, ho, wo] == 0
     torch.testing.assert_close(gx, exp_grads[0])
     torch.testing.assert_close(gw, exp_grads[3])
@@ -546,8 +684,14 @@ def test_layouts(layout):
         big[:, ::2, :, ::2] = x
         off_t = offset.transpose(2, 3).contiguous().transpose(2, 3)
         assert not off_t.is_contiguous()
-        out = call(big[:, ::2, :, ::2], off_t, mask[:, :, :, :], weight.transpose(2, 3).contiguous().transpose(2, 3),
-                   bias, **kw)
+        out = call(
+            big[:, ::2, :, ::2],
+            off_t,
+            mask[:, :, :, :],
+            weight.transpose(2, 3).contiguous().transpose(2, 3),
+            bias,
+            **kw,
+        )
         torch.testing.assert_close(out, exp, rtol=0, atol=0)
         return
     else:  # a grad_output with zero strides (as from out.sum())
@@ -583,6 +727,7 @@ def test_input_smaller_than_kernel_with_padding():
 
 # --------------------------------------------------------------------------- errors
 
+
 def test_device_mismatch_raises_on_meta_too():
     x, o, m, w, b = (t.to("meta") for t in _good())
     with pytest.raises(RuntimeError, match="expected offset on the device of input"):
@@ -600,14 +745,21 @@ def test_backward_helper_checks():
 
 # --------------------------------------------------------------------------- Python API / modules
 
+
 def test_functional_wrappers():
     (x, offset, mask, weight, bias), kw = make_inputs(2, 4, 7, 7, 4, 3, 2, 1, 1, 2, 2)
     exp = v2(x, offset, mask, weight, bias, [2, 2], [1, 1], [1, 1], 2, 2)
-    torch.testing.assert_close(mmops.modulated_deform_conv2d(x, offset, mask, weight, bias, 2, 1, 1, 2, 2), exp,
-                               rtol=0, atol=0)
     torch.testing.assert_close(
-        mmops.modulated_deform_conv2d(x, offset, mask, weight, bias, stride=(2, 2), padding=[1, 1], groups=2,
-                                      deform_groups=2), exp, rtol=0, atol=0)
+        mmops.modulated_deform_conv2d(x, offset, mask, weight, bias, 2, 1, 1, 2, 2), exp, rtol=0, atol=0
+    )
+    torch.testing.assert_close(
+        mmops.modulated_deform_conv2d(
+            x, offset, mask, weight, bias, stride=(2, 2), padding=[1, 1], groups=2, deform_groups=2
+        ),
+        exp,
+        rtol=0,
+        atol=0,
+    )
     exp1 = v1(x, offset, weight, None, [2, 2], [1, 1], [1, 1], 2, 2)
     torch.testing.assert_close(mmops.deform_conv2d(x, offset, weight, None, 2, 1, 1, 2, 2), exp1, rtol=0, atol=0)
     with pytest.raises(ValueError, match="stride"):
@@ -635,8 +787,9 @@ def test_modules_mmcv_interface():
     assert mm.weight.abs().max() <= 1 / math.sqrt(4 * 9)
     assert mmops.ModulatedDeformConv2d(4, 6, 3, bias=False).bias is None
     offset2, mask2 = torch.randn(2, 36, 4, 4), torch.rand(2, 18, 4, 4)
-    torch.testing.assert_close(mm(x, offset2, mask2),
-                               v2(x, offset2, mask2, mm.weight, mm.bias, [2, 2], P1, P1, 1, 2), rtol=0, atol=0)
+    torch.testing.assert_close(
+        mm(x, offset2, mask2), v2(x, offset2, mask2, mm.weight, mm.bias, [2, 2], P1, P1, 1, 2), rtol=0, atol=0
+    )
     assert "deform_groups=2" in repr(mm) and "bias=True" in repr(mm)
 
 
@@ -644,8 +797,9 @@ def test_pack_modules_start_as_convolutions():
     torch.manual_seed(13)
     x = torch.randn(2, 4, 9, 9)
     dcn = mmops.DeformConv2dPack(4, 6, 3, stride=2, padding=1, deform_groups=2)
-    assert dcn.conv_offset.out_channels == 2 * 2 * 9 and torch.equal(dcn.conv_offset.weight,
-                                                                      torch.zeros_like(dcn.conv_offset.weight))
+    assert dcn.conv_offset.out_channels == 2 * 2 * 9 and torch.equal(
+        dcn.conv_offset.weight, torch.zeros_like(dcn.conv_offset.weight)
+    )
     torch.testing.assert_close(dcn(x), F.conv2d(x, dcn.weight, None, 2, 1), rtol=1e-5, atol=1e-5)
     dcn2 = mmops.ModulatedDeformConv2dPack(4, 6, 3, padding=1, deform_groups=2)
     assert dcn2.conv_offset.out_channels == 3 * 2 * 9
@@ -704,10 +858,10 @@ def test_autocast_modules_run_in_offset_dtype():
 # --------------------------------------------------------------------------- CUDA
 
 CUDA_CASES = CASES + [
-    (2, 64, 20, 24, 32, 3, 1, 1, 1, 1, 1),     # wide vectors, 16 lanes per item
-    (1, 256, 12, 10, 64, 3, 1, 1, 1, 1, 1),    # 32 lanes, two passes (float)
-    (2, 48, 11, 13, 24, 3, 2, 1, 1, 3, 2),     # groups and deform groups with wide vectors
-    (2, 18, 9, 9, 9, 3, 1, 1, 1, 3, 1),        # channels not a multiple of 4: scalar path
+    (2, 64, 20, 24, 32, 3, 1, 1, 1, 1, 1),  # wide vectors, 16 lanes per item
+    (1, 256, 12, 10, 64, 3, 1, 1, 1, 1, 1),  # 32 lanes, two passes (float)
+    (2, 48, 11, 13, 24, 3, 2, 1, 1, 3, 2),  # groups and deform groups with wide vectors
+    (2, 18, 9, 9, 9, 3, 1, 1, 1, 3, 1),  # channels not a multiple of 4: scalar path
     (1, 40, 8, 8, 16, (1, 3), 1, (0, 1), 1, 2, 5),
 ]
 
@@ -751,15 +905,19 @@ def test_cuda_matches_torchvision(modulated):
     torch.backends.cudnn.allow_tf32 = False
     try:
         for i, (n, c, h, w, c_out, k, s, p, d, g, dg) in enumerate(CUDA_CASES):
-            (x, offset, mask, weight, bias), kw = make_inputs(n, c, h, w, c_out, k, s, p, d, g, dg,
-                                                              dtype=torch.float32, seed=60 + i)
+            (x, offset, mask, weight, bias), kw = make_inputs(
+                n, c, h, w, c_out, k, s, p, d, g, dg, dtype=torch.float32, seed=60 + i
+            )
             tensors = [t.cuda() for t in (x, offset, mask, weight, bias)]
             if not modulated:
                 tensors[2] = None
             out, grads = value_and_grads(lambda *t: call(*t, **kw), tensors)
             exp, exp_grads = value_and_grads(
-                lambda a, b, m, wt, bs: torchvision.ops.deform_conv2d(a, b, wt, bs, kw["stride"], kw["padding"],
-                                                                      kw["dilation"], mask=m), tensors)
+                lambda a, b, m, wt, bs: torchvision.ops.deform_conv2d(
+                    a, b, wt, bs, kw["stride"], kw["padding"], kw["dilation"], mask=m
+                ),
+                tensors,
+            )
             torch.testing.assert_close(out, exp, **_cuda_tolerance(torch.float32, exp))
             for got, want in zip(grads, exp_grads):
                 torch.testing.assert_close(got, want, **_cuda_tolerance(torch.float32, want))
@@ -812,5 +970,6 @@ def test_cuda_gradcheck():
     (x, offset, mask, weight, bias), kw = make_inputs(1, 8, 5, 6, 4, 3, 1, 1, 1, 2, 2, seed=5)
     offset = _fractional_offsets(offset.shape, seed=6)
     inputs = tuple(t.cuda().requires_grad_(True) for t in (x, offset, mask, weight, bias))
-    assert torch.autograd.gradcheck(lambda *a: v2(*a, [1, 1], [1, 1], [1, 1], 2, 2), inputs,
-                                    check_batched_grad=False, nondet_tol=1e-12)
+    assert torch.autograd.gradcheck(
+        lambda *a: v2(*a, [1, 1], [1, 1], [1, 1], 2, 2), inputs, check_batched_grad=False, nondet_tol=1e-12
+    )

@@ -1,15 +1,16 @@
 """Tests of mmops::sigmoid_focal_loss and mmops::softmax_focal_loss: the conformance
 cases, then float64 references, known values, gradcheck, torchvision, class-id checks,
 the Python API and the CUDA-specific tests."""
+
 import math
 
 import pytest
 import torch
 import torch.nn.functional as F
-
-import mmops
 from conformance import BadInput, ConformanceCase, ConformanceSuite, Sample
 from conftest import TOL, requires_torchvision, strict_index_check
+
+import mmops
 
 sig = torch.ops.mmops.sigmoid_focal_loss
 soft = torch.ops.mmops.softmax_focal_loss
@@ -19,6 +20,7 @@ REDUCTIONS = ["none", "mean", "sum"]
 
 # --------------------------------------------------------------------------- references (float64)
 
+
 def sigmoid_ref(x, t, gamma, alpha, weight=None, reduction="mean"):
     """mmcv's sigmoid focal loss in plain PyTorch, float64 (differentiable)."""
     x = x.double()
@@ -26,7 +28,7 @@ def sigmoid_ref(x, t, gamma, alpha, weight=None, reduction="mean"):
     onehot = F.one_hot(t, C + 1)[:, :C].double()  # target C = background: no positive class
     p = torch.sigmoid(x)
     pos = -alpha * (1 - p) ** gamma * F.logsigmoid(x)
-    neg = -(1 - alpha) * p ** gamma * F.logsigmoid(-x)
+    neg = -(1 - alpha) * p**gamma * F.logsigmoid(-x)
     loss = onehot * pos + (1 - onehot) * neg
     if weight is not None:
         w = torch.where(t < C, weight.double()[t.clamp(max=C - 1)], torch.ones((), dtype=torch.float64))
@@ -83,8 +85,12 @@ def ref_fwd_bwd(kind, x, t, gamma, alpha, w, reduction, go):
 
 # --------------------------------------------------------------------------- conformance
 
-CUDA_TOL = {torch.float32: dict(rtol=1e-5, atol=1e-6), torch.float64: dict(rtol=1e-12, atol=1e-12),
-            torch.float16: dict(rtol=1e-2, atol=1e-3), torch.bfloat16: dict(rtol=2e-2, atol=1e-2)}
+CUDA_TOL = {
+    torch.float32: dict(rtol=1e-5, atol=1e-6),
+    torch.float64: dict(rtol=1e-12, atol=1e-12),
+    torch.float16: dict(rtol=1e-2, atol=1e-3),
+    torch.bfloat16: dict(rtol=2e-2, atol=1e-2),
+}
 
 
 def _sample(kind, reduction, weighted, sizes=((9, 5), (9, 5)), seed=10):
@@ -92,11 +98,13 @@ def _sample(kind, reduction, weighted, sizes=((9, 5), (9, 5)), seed=10):
         N, C = sizes[size]
         x, t, w = make(kind, N, C, dtype, seed + size)
         return Sample((x.to(device), t.to(device), 2.0, 0.25, w.to(device) if weighted else None, reduction))
+
     return sample
 
 
 def _empty(kind, reduction, weighted):
     """No rows (the mean of none is NaN: test_empty_input_values); no classes."""
+
     def empty(device, dtype):
         f = dict(dtype=dtype, device=device)
         x, t = torch.zeros(0, 5, **f), torch.zeros(0, dtype=torch.long, device=device)
@@ -104,21 +112,35 @@ def _empty(kind, reduction, weighted):
         shape = {"none": (0, 5) if kind == "sigmoid" else (0,), "sum": ()}[reduction]
         samples = [Sample((x, t, 2.0, 0.25, w, reduction), out_shapes=[shape])]
         if kind == "sigmoid" and not weighted:  # no classes: every row is background, none has elements
-            samples.append(Sample((torch.zeros(3, 0, **f), torch.zeros(3, dtype=torch.long, device=device), 2.0,
-                                   0.25, None, reduction), out_shapes=[(3, 0) if reduction == "none" else ()]))
+            samples.append(
+                Sample(
+                    (
+                        torch.zeros(3, 0, **f),
+                        torch.zeros(3, dtype=torch.long, device=device),
+                        2.0,
+                        0.25,
+                        None,
+                        reduction,
+                    ),
+                    out_shapes=[(3, 0) if reduction == "none" else ()],
+                )
+            )
         return samples
+
     return empty
 
 
 def _cuda_samples(kind, reduction, weighted):
     """Tiny, one partial block, many blocks (the reduction grid), a wide row (softmax
     over more than 32 classes)."""
+
     def samples(dtype):
         for seed, (N, C) in enumerate([(1, 1), (7, 3), (4096, 80), (517, 1000), (100003, 3)]):
             if kind == "softmax" and C == 1:
                 C = 2
             x, t, w = make(kind, N, C, dtype, seed)
             yield Sample((x, t, 0.5, 0.25, w, reduction) if weighted else (x, t, 2.0, 0.25, None, reduction))
+
     return samples
 
 
@@ -143,8 +165,11 @@ class _Net(torch.nn.Module):
         # gradients of the outputs are summed, and so their rounding)
         computed = (a + b).sin().sum() + mmops.sigmoid_focal_loss(x + 1.0, t)
         five, t5 = x[:, :5], t.clamp(max=5)  # sigmoid: class 5 is the background of 5 classes
-        net = (self.weighted_sum(five, t5) + self.softmax(x * 0.5, soft_t)
-               + torch.ops.mmops.sigmoid_focal_loss(x, t, reduction="mean"))
+        net = (
+            self.weighted_sum(five, t5)
+            + self.softmax(x * 0.5, soft_t)
+            + torch.ops.mmops.sigmoid_focal_loss(x, t, reduction="mean")
+        )
         return computed, net, self.softmax_weighted(five, t5.clamp(max=4))
 
 
@@ -154,12 +179,14 @@ def _helpers(kind):
         out = OPS[kind](*sample.args)
         bwd = getattr(torch.ops.mmops, f"_{kind}_focal_loss_backward")
         return [(bwd, (torch.randn_like(out), x, t, gamma, alpha, w, reduction))]
+
     return helpers
 
 
 def _bad_inputs(kind):
     def bad(make_args, match):
         return BadInput(lambda x, t, g, a, w, r: make_args(x, t, w), f"mmops::{kind}_focal_loss: .*{match}")
+
     return {
         "input_1d": bad(lambda x, t, w: (x[0], t, 2.0, 0.25, None, "mean"), "input"),
         "input_3d": bad(lambda x, t, w: (x[None], t, 2.0, 0.25, None, "mean"), "input"),
@@ -184,19 +211,31 @@ def _case(kind, reduction, weighted):
     sample, module = _sample(kind, reduction, weighted), None
     if kind == "sigmoid" and reduction == "none" and weighted:  # the model's case: two sizes
         sample, module = _sample(kind, reduction, weighted, sizes=((20, 7), (33, 6)), seed=11), _Net
-    return ConformanceCase(name, OPS[kind], sample, grad_args=(0,),
-                           empty=None if reduction == "mean" else _empty(kind, reduction, weighted),
-                           bad_inputs=_bad_inputs(kind) if reduction == "mean" and weighted else {},
-                           module=module, helpers=_helpers(kind), cuda_samples=_cuda_samples(kind, reduction, weighted),
-                           cuda_tol=lambda dtype, what, expected, sample: CUDA_TOL[dtype])
+    return ConformanceCase(
+        name,
+        OPS[kind],
+        sample,
+        grad_args=(0,),
+        empty=None if reduction == "mean" else _empty(kind, reduction, weighted),
+        bad_inputs=_bad_inputs(kind) if reduction == "mean" and weighted else {},
+        module=module,
+        helpers=_helpers(kind),
+        cuda_samples=_cuda_samples(kind, reduction, weighted),
+        cuda_tol=lambda dtype, what, expected, sample: CUDA_TOL[dtype],
+    )
 
 
 class TestFocalLossConformance(ConformanceSuite):
-    cases = [_case(kind, reduction, weighted) for kind in ("sigmoid", "softmax") for reduction in REDUCTIONS
-             for weighted in (False, True)]
+    cases = [
+        _case(kind, reduction, weighted)
+        for kind in ("sigmoid", "softmax")
+        for reduction in REDUCTIONS
+        for weighted in (False, True)
+    ]
 
 
 # --------------------------------------------------------------------------- forward / backward
+
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
 @pytest.mark.parametrize("with_weight", [False, True])
@@ -234,21 +273,33 @@ def test_low_precision_matches_reference(kind, reduction, dtype):
 # mmcv's tests/test_ops/test_focal_loss.py: gamma 2, alpha 0.25, reduction "mean";
 # (logits, target, softmax (loss, grad), sigmoid (loss, grad)), given to 8 decimals.
 MMCV_INPUTS = [
-    ([[1., 0], [0, 1.]], [0, 1]),
-    ([[1., 0, -1.], [0, 1., 2.]], [2, 1]),
+    ([[1.0, 0], [0, 1.0]], [0, 1]),
+    ([[1.0, 0, -1.0], [0, 1.0, 2.0]], [2, 1]),
     ([[1e-6, 2e-6, 3e-6], [4e-6, 5e-5, 6e-4], [7e-3, 8e-2, 9e-1]], [1, 2, 0]),
 ]
 MMCV_SOFTMAX = [
     (0.00566451, [[-0.00657264, 0.00657264], [0.00657264, -0.00657264]]),
     (0.34956908, [[0.10165970, 0.03739851, -0.13905823], [0.01227554, -0.10298023, 0.09070466]]),
-    (0.15754992, [[0.02590877, -0.05181759, 0.02590882], [0.02589641, 0.02589760, -0.05179400],
-                  [-0.07307514, 0.02234372, 0.05073142]]),
+    (
+        0.15754992,
+        [
+            [0.02590877, -0.05181759, 0.02590882],
+            [0.02589641, 0.02589760, -0.05179400],
+            [-0.07307514, 0.02234372, 0.05073142],
+        ],
+    ),
 ]
 MMCV_SIGMOID = [
     (0.13562961, [[-0.00657264, 0.11185755], [0.11185755, -0.00657264]]),
     (1.10251057, [[0.28808805, 0.11185755, -0.09602935], [0.11185755, -0.00657264, 0.40376765]]),
-    (0.42287254, [[0.07457182, -0.02485716, 0.07457201], [0.07457211, 0.07457669, -0.02483728],
-                  [-0.02462499, 0.08277918, 0.18050370]]),
+    (
+        0.42287254,
+        [
+            [0.07457182, -0.02485716, 0.07457201],
+            [0.07457211, 0.07457669, -0.02483728],
+            [-0.02462499, 0.08277918, 0.18050370],
+        ],
+    ),
 ]
 
 
@@ -269,11 +320,11 @@ def test_mmcv_known_vectors(kind, case, dtype):
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
 def test_mmcv_large_logit_background_vector(dtype):
     # mmcv's test_sigmoid_large_logits_background: target C = background, every class negative
-    x = torch.tensor([[100., -100.]], dtype=dtype, requires_grad=True)
+    x = torch.tensor([[100.0, -100.0]], dtype=dtype, requires_grad=True)
     loss = sig(x, torch.tensor([2]), 2.0, 0.25, None, "none")
     loss.sum().backward()
-    torch.testing.assert_close(loss, torch.tensor([[75., 0.]], dtype=dtype))
-    torch.testing.assert_close(x.grad, torch.tensor([[0.75, 0.]], dtype=dtype))
+    torch.testing.assert_close(loss, torch.tensor([[75.0, 0.0]], dtype=dtype))
+    torch.testing.assert_close(x.grad, torch.tensor([[0.75, 0.0]], dtype=dtype))
 
 
 def test_known_values():
@@ -291,8 +342,9 @@ def test_known_values():
     sig(xg, t, 2.0, 0.25, None, "sum").backward()
     gp = -0.25 * 0.25 * (0.5 - 2 * 0.5 * -ln2)
     gn = -0.75 * 0.25 * (2 * 0.5 * -ln2 - 0.5)
-    torch.testing.assert_close(xg.grad, torch.tensor([[gn, gp, gn], [gn, gn, gn]], dtype=torch.float64),
-                               rtol=1e-14, atol=0)
+    torch.testing.assert_close(
+        xg.grad, torch.tensor([[gn, gp, gn], [gn, gn, gn]], dtype=torch.float64), rtol=1e-14, atol=0
+    )
     # class weights: row 0 (class 1) scaled by weight[1], background row by 1
     w = torch.tensor([2.0, 3.0, 5.0], dtype=torch.float64)
     torch.testing.assert_close(sig(x, t, 2.0, 0.25, w, "none"), exp * torch.tensor([[3.0], [1.0]], dtype=torch.float64))
@@ -300,8 +352,9 @@ def test_known_values():
     xs = torch.zeros(3, 4, dtype=torch.float64)
     ts = torch.tensor([0, 2, 3])
     out = soft(xs, ts, 2.0, 0.25, None, "none")
-    torch.testing.assert_close(out, torch.full((3,), 0.25 * 0.5625 * math.log(4.0), dtype=torch.float64),
-                               rtol=1e-14, atol=0)
+    torch.testing.assert_close(
+        out, torch.full((3,), 0.25 * 0.5625 * math.log(4.0), dtype=torch.float64), rtol=1e-14, atol=0
+    )
     ws = torch.tensor([1.0, 2.0, 3.0, 4.0], dtype=torch.float64)
     torch.testing.assert_close(soft(xs, ts, 2.0, 0.25, ws, "sum").item(), 8.0 * 0.25 * 0.5625 * math.log(4.0))
 
@@ -365,6 +418,7 @@ def test_noncontiguous_inputs():
 
 # --------------------------------------------------------------------------- gradcheck
 
+
 @pytest.mark.parametrize("reduction", REDUCTIONS)
 @pytest.mark.parametrize("kind", ["sigmoid", "softmax"])
 def test_gradcheck(kind, reduction):
@@ -395,6 +449,7 @@ def test_weight_gets_no_gradient():
 
 # --------------------------------------------------------------------------- torchvision
 
+
 @requires_torchvision
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
 @pytest.mark.parametrize("reduction", REDUCTIONS)
@@ -419,13 +474,15 @@ def test_sigmoid_matches_torchvision(reduction, dtype):
 
 # --------------------------------------------------------------------------- errors
 
+
 def _good():
     x, t, w = make("sigmoid", 6, 4)
     return x, t.clamp(max=3), w
 
 
-@pytest.mark.parametrize("kind,bad", [("sigmoid", -1), ("sigmoid", 5), ("sigmoid", 100),
-                                      ("softmax", -1), ("softmax", 4)])
+@pytest.mark.parametrize(
+    "kind,bad", [("sigmoid", -1), ("sigmoid", 5), ("sigmoid", 100), ("softmax", -1), ("softmax", 4)]
+)
 def test_bad_class_id_raises_on_cpu(kind, bad):
     x, t, _ = _good()
     t[3] = bad
@@ -456,12 +513,14 @@ def test_backward_helper_checks_grad_output():
 
 # --------------------------------------------------------------------------- Python API
 
+
 def test_functional_defaults_and_modules():
     x, t, w = make("softmax", 10, 5, torch.float64, seed=8)
     torch.testing.assert_close(mmops.sigmoid_focal_loss(x, t), sig(x, t, 2.0, 0.25, None, "mean"), rtol=0, atol=0)
     torch.testing.assert_close(sig(x, t), sig(x, t, 2.0, 0.25, None, "mean"), rtol=0, atol=0)
-    torch.testing.assert_close(mmops.softmax_focal_loss(x, t, 1.0, 0.5, w, "sum"),
-                               soft(x, t, 1.0, 0.5, w, "sum"), rtol=0, atol=0)
+    torch.testing.assert_close(
+        mmops.softmax_focal_loss(x, t, 1.0, 0.5, w, "sum"), soft(x, t, 1.0, 0.5, w, "sum"), rtol=0, atol=0
+    )
     # mmcv's argument order: (gamma, alpha, weight, reduction)
     m = mmops.SigmoidFocalLoss(1.5, 0.3, w, "none")
     torch.testing.assert_close(m(x, t), sig(x, t, 1.5, 0.3, w, "none"), rtol=0, atol=0)
@@ -475,6 +534,7 @@ def test_functional_defaults_and_modules():
 
 
 # --------------------------------------------------------------------------- CUDA
+
 
 @pytest.mark.cuda
 @pytest.mark.parametrize("kind", ["sigmoid", "softmax"])
@@ -537,5 +597,6 @@ def test_cuda_graph_capture(kind):
         torch.cuda.current_stream().wait_stream(s)
     g.replay()
     torch.cuda.synchronize()
-    torch.testing.assert_close(static_out.cpu(), op(x.cpu(), t.cpu(), 2.0, 0.25, w.cpu(), "mean"),
-                               **CUDA_TOL[torch.float32])
+    torch.testing.assert_close(
+        static_out.cpu(), op(x.cpu(), t.cpu(), 2.0, 0.25, w.cpu(), "mean"), **CUDA_TOL[torch.float32]
+    )

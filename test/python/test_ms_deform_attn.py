@@ -2,21 +2,23 @@
 mmops.MultiScaleDeformableAttention: the conformance cases, then a float64 grid_sample
 reference, known values, gradcheck, special and non-finite inputs, the module and the
 CUDA-specific tests."""
+
 import math
 
 import pytest
 import torch
 import torch.nn.functional as F
-
-import mmops
 from conformance import BadInput, ConformanceCase, ConformanceSuite, Sample
 from conftest import TOL, deterministic_algorithms, strict_index_check
+
+import mmops
 
 op = torch.ops.mmops.ms_deform_attn
 bwd_op = torch.ops.mmops._ms_deform_attn_backward
 
 
 # --------------------------------------------------------------------------- reference (float64)
+
 
 def reference(value, shapes, loc, attn):
     """Plain-PyTorch multi-scale deformable attention (mmcv's
@@ -81,33 +83,45 @@ def fwd_bwd(fn, value, ss, starts, loc, attn, go=None):
 
 
 def ref_fwd_bwd(value, shapes, loc, attn, go):
-    return fwd_bwd(lambda v, s, st, lo, a: reference(v, shapes, lo, a),
-                   value.double(), None, None, loc.double(), attn.double(), go.double())[:2]
+    return fwd_bwd(
+        lambda v, s, st, lo, a: reference(v, shapes, lo, a),
+        value.double(),
+        None,
+        None,
+        loc.double(),
+        attn.double(),
+        go.double(),
+    )[:2]
 
 
 SHAPE_CASES = [
     # B, Q, M, D, levels, P
-    (2, 9, 2, 5, [(6, 7), (3, 4)], 3),                 # D not a multiple of 4
-    (1, 5, 3, 8, [(1, 9), (5, 1), (4, 4)], 1),         # 1 x W, H x 1, P = 1
-    (3, 4, 1, 1, [(2, 3)], 2),                         # one level, one channel
+    (2, 9, 2, 5, [(6, 7), (3, 4)], 3),  # D not a multiple of 4
+    (1, 5, 3, 8, [(1, 9), (5, 1), (4, 4)], 1),  # 1 x W, H x 1, P = 1
+    (3, 4, 1, 1, [(2, 3)], 2),  # one level, one channel
     (2, 30, 4, 32, [(10, 15), (5, 8), (3, 4), (2, 2)], 4),  # Deformable-DETR-like
-    (1, 7, 2, 36, [(7, 5), (1, 1)], 5),                # 1 x 1 level
+    (1, 7, 2, 36, [(7, 5), (1, 1)], 5),  # 1 x 1 level
 ]
 
 
 # --------------------------------------------------------------------------- conformance
 
+
 def _sample(B, Q, M, D, shapes, P, other=None, seed=17):
     """sample(device, dtype, size): make(...); size 1: other (B, Q, shapes)."""
+
     def sample(device, dtype, size):
         b, q, lv = (B, Q, shapes) if size == 0 else other
         return Sample(tuple(t.to(device) for t in make(b, q, M, D, lv, P, dtype, seed=seed + size)))
+
     return sample
 
 
 def _empty(device, dtype):
-    return [Sample(tuple(t.to(device) for t in make(B, Q, 2, 3, [(2, 3), (1, 2)], 2, dtype)), out_shapes=[(B, Q, 6)])
-            for B, Q in ((0, 5), (2, 0), (0, 0))]
+    return [
+        Sample(tuple(t.to(device) for t in make(B, Q, 2, 3, [(2, 3), (1, 2)], 2, dtype)), out_shapes=[(B, Q, 6)])
+        for B, Q in ((0, 5), (2, 0), (0, 0))
+    ]
 
 
 CUDA_TOL = {
@@ -154,17 +168,24 @@ class _Net(torch.nn.Module):
 
     def __init__(self):
         super().__init__()
-        self.attn = mmops.MultiScaleDeformableAttention(embed_dims=16, num_heads=2, num_levels=3, num_points=2,
-                                                        dropout=0.0, batch_first=True)
+        self.attn = mmops.MultiScaleDeformableAttention(
+            embed_dims=16, num_heads=2, num_levels=3, num_points=2, dropout=0.0, batch_first=True
+        )
         _randomise(self.attn, 16)
 
-    def forward(self, value: torch.Tensor, ss: torch.Tensor, starts: torch.Tensor, loc: torch.Tensor,
-                attn: torch.Tensor):
+    def forward(
+        self, value: torch.Tensor, ss: torch.Tensor, starts: torch.Tensor, loc: torch.Tensor, attn: torch.Tensor
+    ):
         out = torch.ops.mmops.ms_deform_attn(value * 1.5, ss, starts, loc, attn.softmax(-1))
         computed = out.sin() + mmops.ms_deform_attn(value, ss, starts, loc.clamp(0, 1), attn)
         flat = value.flatten(2)
-        module = self.attn(flat[:, : loc.shape[1]], value=flat, reference_points=loc[:, :, 0, :, 0, :].clamp(0, 1),
-                           spatial_shapes=ss, level_start_index=starts)
+        module = self.attn(
+            flat[:, : loc.shape[1]],
+            value=flat,
+            reference_points=loc[:, :, 0, :, 0, :].clamp(0, 1),
+            spatial_shapes=ss,
+            level_start_index=starts,
+        )
         return computed, module
 
 
@@ -183,8 +204,10 @@ BAD = {
     "int_value": (lambda v, s, st, lo, a: (v.int(), s, st, lo.int(), a.int()), "floating point dtype"),
     "head_dim_0": (lambda v, s, st, lo, a: (v[..., :0], s, st, lo, a), "head_dim >= 1"),
     "shapes_1d": (lambda v, s, st, lo, a: (v, s[:, 0], st, lo, a), "spatial_shapes to be a 2-D tensor"),
-    "shapes_3_cols": (lambda v, s, st, lo, a: (v, torch.cat([s, s[:, :1]], 1), st, lo, a),
-                      "spatial_shapes to be a 2-D tensor"),
+    "shapes_3_cols": (
+        lambda v, s, st, lo, a: (v, torch.cat([s, s[:, :1]], 1), st, lo, a),
+        "spatial_shapes to be a 2-D tensor",
+    ),
     "shapes_int32": (lambda v, s, st, lo, a: (v, s.int(), st, lo, a), "spatial_shapes to be an int64 tensor"),
     "shapes_float": (lambda v, s, st, lo, a: (v, s.float(), st, lo, a), "spatial_shapes to be an int64"),
     "no_levels": (lambda v, s, st, lo, a: (v, s[:0], st[:0], lo[:, :, :, :0], a[:, :, :, :0]), "1 to 1024 levels"),
@@ -192,8 +215,10 @@ BAD = {
     "starts_length": (lambda v, s, st, lo, a: (v, s, st[:1], lo, a), "one start per level"),
     "starts_int32": (lambda v, s, st, lo, a: (v, s, st.int(), lo, a), "level_start_index to be an int64"),
     "loc_5d": (lambda v, s, st, lo, a: (v, s, st, lo[..., 0], a), "sampling_locations to be a 6-D tensor"),
-    "loc_last_3": (lambda v, s, st, lo, a: (v, s, st, torch.cat([lo, lo[..., :1]], -1), a),
-                   "sampling_locations to be a 6-D tensor"),
+    "loc_last_3": (
+        lambda v, s, st, lo, a: (v, s, st, torch.cat([lo, lo[..., :1]], -1), a),
+        "sampling_locations to be a 6-D tensor",
+    ),
     "loc_batch": (lambda v, s, st, lo, a: (v, s, st, lo[:1], a[:1]), "batch size of value"),
     "loc_heads": (lambda v, s, st, lo, a: (v, s, st, lo[:, :, :1], a[:, :, :1]), "num_heads of value"),
     "loc_levels": (lambda v, s, st, lo, a: (v, s, st, lo[:, :, :, :1], a[:, :, :, :1]), "one entry per level"),
@@ -208,22 +233,41 @@ BAD = {
     "negative_size": (lambda v, s, st, lo, a: (v, torch.tensor([[-3, -4], [2, 2]]), st, lo, a), "\\(H, W\\) >= 0"),
     "bad_start": (lambda v, s, st, lo, a: (v, s, torch.tensor([0, 11]), lo, a), "running sum of H \\* W"),
     "first_start": (lambda v, s, st, lo, a: (v, s, torch.tensor([1, 13]), lo, a), "running sum of H \\* W"),
-    "level_too_big": (lambda v, s, st, lo, a: (v, torch.tensor([[3, 4], [2, 3]]), st, lo, a),
-                      "levels up to 1 hold more"),
-    "huge_level": (lambda v, s, st, lo, a: (v, torch.tensor([[3, 4], [2 ** 40, 2 ** 40]]), st, lo, a),
-                   "levels up to 1 hold more"),
+    "level_too_big": (
+        lambda v, s, st, lo, a: (v, torch.tensor([[3, 4], [2, 3]]), st, lo, a),
+        "levels up to 1 hold more",
+    ),
+    "huge_level": (
+        lambda v, s, st, lo, a: (v, torch.tensor([[3, 4], [2**40, 2**40]]), st, lo, a),
+        "levels up to 1 hold more",
+    ),
 }
 # checked in the kernels (they read the level table): not on meta tensors
-_DATA_CHECKS = ("rows_mismatch", "rows_too_few", "negative_size", "bad_start", "first_start", "level_too_big",
-                "huge_level")
+_DATA_CHECKS = (
+    "rows_mismatch",
+    "rows_too_few",
+    "negative_size",
+    "bad_start",
+    "first_start",
+    "level_too_big",
+    "huge_level",
+)
 
 BAD_INPUTS = {
-    **{name: BadInput(lambda *_, make=make_args: make(*_good()), f"mmops::ms_deform_attn: .*{match}",
-                      meta=name not in _DATA_CHECKS) for name, (make_args, match) in BAD.items()},
-    "spatial_shapes_on_cpu": BadInput(lambda *_: _on_cuda(_good(), keep=1), "spatial_shapes on the device of value",
-                                      cuda=True),
-    "sampling_locations_on_cpu": BadInput(lambda *_: _on_cuda(_good(), keep=3),
-                                          "sampling_locations on the device of value", cuda=True),
+    **{
+        name: BadInput(
+            lambda *_, make=make_args: make(*_good()),
+            f"mmops::ms_deform_attn: .*{match}",
+            meta=name not in _DATA_CHECKS,
+        )
+        for name, (make_args, match) in BAD.items()
+    },
+    "spatial_shapes_on_cpu": BadInput(
+        lambda *_: _on_cuda(_good(), keep=1), "spatial_shapes on the device of value", cuda=True
+    ),
+    "sampling_locations_on_cpu": BadInput(
+        lambda *_: _on_cuda(_good(), keep=3), "sampling_locations on the device of value", cuda=True
+    ),
 }
 
 
@@ -232,12 +276,29 @@ def _on_cuda(args, keep):
 
 
 CONFORMANCE = [
-    ConformanceCase("ms_deform_attn", op, _sample(4, 5, 2, 8, [(3, 4), (2, 5), (1, 3)], 6,
-                                                  (3, 7, [(4, 3), (1, 5), (2, 2)]), seed=18),
-                    grad_args=(0, 3, 4), empty=_empty, bad_inputs=BAD_INPUTS, module=_Net, helpers=_helpers,
-                    cuda_samples=_cuda_samples, cuda_tol=_cuda_tol, script_grad_tol=dict(rtol=1e-5, atol=1e-6)),
-    ConformanceCase("ms_deform_attn_float64", op, _sample(2, 5, 2, 3, [(3, 4), (2, 2)], 2), dtype=torch.float64,
-                    dtypes=(), grad_args=(0, 3, 4), empty=_empty, helpers=_helpers),
+    ConformanceCase(
+        "ms_deform_attn",
+        op,
+        _sample(4, 5, 2, 8, [(3, 4), (2, 5), (1, 3)], 6, (3, 7, [(4, 3), (1, 5), (2, 2)]), seed=18),
+        grad_args=(0, 3, 4),
+        empty=_empty,
+        bad_inputs=BAD_INPUTS,
+        module=_Net,
+        helpers=_helpers,
+        cuda_samples=_cuda_samples,
+        cuda_tol=_cuda_tol,
+        script_grad_tol=dict(rtol=1e-5, atol=1e-6),
+    ),
+    ConformanceCase(
+        "ms_deform_attn_float64",
+        op,
+        _sample(2, 5, 2, 3, [(3, 4), (2, 2)], 2),
+        dtype=torch.float64,
+        dtypes=(),
+        grad_args=(0, 3, 4),
+        empty=_empty,
+        helpers=_helpers,
+    ),
 ]
 
 
@@ -246,6 +307,7 @@ class TestMsDeformAttnConformance(ConformanceSuite):
 
 
 # --------------------------------------------------------------------------- forward / backward
+
 
 @pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
 @pytest.mark.parametrize("case", range(len(SHAPE_CASES)))
@@ -284,9 +346,13 @@ def test_known_values():
     value = torch.tensor([1.0, 2.0, 3.0, 4.0, 10.0], dtype=torch.float64).view(1, 5, 1, 1)
     ss, starts = level_tensors([(2, 2), (1, 1)])
     # (x, y) normalised; pixel = u * size - 0.5
-    loc = torch.tensor([[[0.5, 0.5], [0.25, 0.25]],      # level 0: pixel (0.5, 0.5) -> 2.5, (0, 0) -> 1
-                        [[0.5, 0.5], [0.9, 0.5]]],       # level 1: pixel (0, 0) -> 10, (0.4, 0) -> 6
-                       dtype=torch.float64).view(1, 1, 1, 2, 2, 2)
+    loc = torch.tensor(
+        [
+            [[0.5, 0.5], [0.25, 0.25]],  # level 0: pixel (0.5, 0.5) -> 2.5, (0, 0) -> 1
+            [[0.5, 0.5], [0.9, 0.5]],
+        ],  # level 1: pixel (0, 0) -> 10, (0.4, 0) -> 6
+        dtype=torch.float64,
+    ).view(1, 1, 1, 2, 2, 2)
     attn = torch.tensor([[2.0, 1.0], [0.5, 0.25]], dtype=torch.float64).view(1, 1, 1, 2, 2)
     # 2 * 2.5 + 1 * 1 + 0.5 * 10 + 0.25 * 0.6 * 10
     expected = 2 * 2.5 + 1.0 + 5.0 + 1.5
@@ -305,8 +371,9 @@ def test_known_values():
     exp_gv = torch.tensor([2 * 0.25 + 1.0, 2 * 0.25, 2 * 0.25, 2 * 0.25, 0.5 + 0.25 * 0.6], dtype=torch.float64)
     torch.testing.assert_close(gv.view(-1), exp_gv)
     # the reference agrees
-    torch.testing.assert_close(reference(value, [(2, 2), (1, 1)], loc, attn).view(()),
-                               torch.tensor(expected, dtype=torch.float64))
+    torch.testing.assert_close(
+        reference(value, [(2, 2), (1, 1)], loc, attn).view(()), torch.tensor(expected, dtype=torch.float64)
+    )
 
 
 def test_gradcheck():
@@ -334,8 +401,9 @@ def test_double_backward_raises():
 def test_samples_outside_are_zero():
     value, ss, starts, loc, attn = make(1, 4, 1, 3, [(3, 3)], 4, seed=8)
     # pixel <= -1 or >= W / H: the whole sample is outside
-    loc[0, :, 0, 0, :, :] = torch.tensor([[-1.0 / 6, 0.5], [0.5, 7.0 / 6], [2.0, 2.0], [-3.0, 0.4]],
-                                         dtype=torch.float64)
+    loc[0, :, 0, 0, :, :] = torch.tensor(
+        [[-1.0 / 6, 0.5], [0.5, 7.0 / 6], [2.0, 2.0], [-3.0, 0.4]], dtype=torch.float64
+    )
     out, grads, _ = fwd_bwd(op, value, ss, starts, loc, attn)
     assert torch.equal(out, torch.zeros_like(out))
     for g in grads:
@@ -347,8 +415,8 @@ def test_nonfinite_location_is_worth_zero(bad):
     shapes = [(4, 5), (2, 3)]
     value, ss, starts, loc, attn = make(2, 3, 2, 4, shapes, 2, seed=9)
     loc_bad = loc.clone()
-    loc_bad[1, 2, 0, 1, 0, 0] = bad        # x of one point
-    loc_bad[0, 0, 1, 0, 1, 1] = bad        # y of another
+    loc_bad[1, 2, 0, 1, 0, 0] = bad  # x of one point
+    loc_bad[0, 0, 1, 0, 1, 1] = bad  # y of another
     out, (gv, gl, ga), go = fwd_bwd(op, value, ss, starts, loc_bad, attn)
     # the same as moving those points far outside the maps
     loc_out = loc.clone()
@@ -388,7 +456,7 @@ def test_noncontiguous_inputs():
     shapes = [(3, 5), (2, 2)]
     value, ss, starts, loc, attn = make(2, 4, 3, 4, shapes, 2, seed=11)
     exp, gexp, go = fwd_bwd(op, value, ss, starts, loc, attn)
-    value_nc = value.transpose(1, 2).contiguous().transpose(1, 2)       # heads outer in memory
+    value_nc = value.transpose(1, 2).contiguous().transpose(1, 2)  # heads outer in memory
     loc_nc = loc.permute(5, 0, 1, 2, 3, 4).contiguous().permute(1, 2, 3, 4, 5, 0)
     attn_nc = attn.transpose(0, 1).contiguous().transpose(0, 1)
     ss_nc = ss.t().contiguous().t()
@@ -419,6 +487,7 @@ def test_cpu_backward_does_not_depend_on_threads():
 
 # --------------------------------------------------------------------------- errors
 
+
 def test_backward_helper_checks():
     value, ss, starts, loc, attn = _good()
     go = torch.randn(2, 3, 8)
@@ -436,14 +505,14 @@ def test_backward_helper_checks():
 
 # --------------------------------------------------------------------------- Python API
 
+
 def test_functional_wrapper():
     value, ss, starts, loc, attn = make(2, 5, 2, 3, [(3, 3), (2, 1)], 2, torch.float32, seed=13)
     out = mmops.ms_deform_attn(value, ss, starts, loc, attn)
     torch.testing.assert_close(out, op(value, ss, starts, loc, attn), rtol=0, atol=0)
 
 
-def module_reference(m, query, value, reference_points, shapes, identity=None, query_pos=None,
-                     key_padding_mask=None):
+def module_reference(m, query, value, reference_points, shapes, identity=None, query_pos=None, key_padding_mask=None):
     """mmcv's MultiScaleDeformableAttention.forward with the float64 reference
     as the core op (written out here independently of mmops)."""
     ss = torch.tensor(shapes, dtype=torch.float64)
@@ -469,8 +538,10 @@ def module_reference(m, query, value, reference_points, shapes, identity=None, q
         norm = torch.stack([ss[:, 1], ss[:, 0]], -1)
         loc = reference_points[:, :, None, :, None, :] + off / norm[None, None, None, :, None, :]
     else:
-        loc = (reference_points[:, :, None, :, None, :2]
-               + off / m.num_points * reference_points[:, :, None, :, None, 2:] * 0.5)
+        loc = (
+            reference_points[:, :, None, :, None, :2]
+            + off / m.num_points * reference_points[:, :, None, :, None, 2:] * 0.5
+        )
     out = F.linear(reference(value, shapes, loc, w), m.output_proj.weight, m.output_proj.bias)
     if not m.batch_first:
         out = out.transpose(0, 1)
@@ -483,10 +554,14 @@ def test_module_init_matches_mmcv():
     assert m.im2col_step == 64 and m.dropout.p == 0.1
     names = {n: tuple(p.shape) for n, p in m.named_parameters()}
     assert names == {
-        "sampling_offsets.weight": (256, 256), "sampling_offsets.bias": (256,),
-        "attention_weights.weight": (128, 256), "attention_weights.bias": (128,),
-        "value_proj.weight": (256, 256), "value_proj.bias": (256,),
-        "output_proj.weight": (256, 256), "output_proj.bias": (256,),
+        "sampling_offsets.weight": (256, 256),
+        "sampling_offsets.bias": (256,),
+        "attention_weights.weight": (128, 256),
+        "attention_weights.bias": (128,),
+        "value_proj.weight": (256, 256),
+        "value_proj.bias": (256,),
+        "output_proj.weight": (256, 256),
+        "output_proj.bias": (256,),
     }
     assert torch.equal(m.sampling_offsets.weight, torch.zeros(256, 256))
     bias = m.sampling_offsets.bias.view(8, 4, 4, 2)
@@ -514,8 +589,9 @@ def test_module_matches_reference(batch_first, ref_dim):
     shapes = [(4, 5), (2, 3)]
     S = sum(h * w for h, w in shapes)
     B, C = 2, 16
-    m = mmops.MultiScaleDeformableAttention(embed_dims=C, num_heads=4, num_levels=2, num_points=3,
-                                            dropout=0.0, batch_first=batch_first).double()
+    m = mmops.MultiScaleDeformableAttention(
+        embed_dims=C, num_heads=4, num_levels=2, num_points=3, dropout=0.0, batch_first=batch_first
+    ).double()
     _randomise(m, 14)
     g = torch.Generator().manual_seed(15)
     value = torch.randn(B, S, C, generator=g, dtype=torch.float64)
@@ -526,14 +602,20 @@ def test_module_matches_reference(batch_first, ref_dim):
     if not batch_first:
         value, query, query_pos = value.transpose(0, 1), query.transpose(0, 1), query_pos.transpose(0, 1)
     ss = torch.tensor(shapes)
-    out = m(query, value=value, query_pos=query_pos, key_padding_mask=mask, reference_points=ref,
-            spatial_shapes=ss, level_start_index=level_tensors(shapes)[1])
+    out = m(
+        query,
+        value=value,
+        query_pos=query_pos,
+        key_padding_mask=mask,
+        reference_points=ref,
+        spatial_shapes=ss,
+        level_start_index=level_tensors(shapes)[1],
+    )
     exp = module_reference(m, query, value, ref, shapes, query_pos=query_pos, key_padding_mask=mask)
     torch.testing.assert_close(out, exp)
     # level_start_index defaults to the running sum; value defaults to query (self-attention)
     q_self = value
-    out2 = m(q_self, reference_points=torch.rand(B, S, 2, ref_dim, generator=g, dtype=torch.float64),
-             spatial_shapes=ss)
+    out2 = m(q_self, reference_points=torch.rand(B, S, 2, ref_dim, generator=g, dtype=torch.float64), spatial_shapes=ss)
     assert out2.shape == q_self.shape
     # gradients reach every parameter
     loss = m(query, value=value, reference_points=ref, spatial_shapes=ss).square().sum()
@@ -544,8 +626,11 @@ def test_module_matches_reference(batch_first, ref_dim):
 
 def test_module_low_precision_locations_cast():
     # float32 reference points with a bfloat16 module: the op sees one dtype
-    m = mmops.MultiScaleDeformableAttention(embed_dims=16, num_heads=2, num_levels=1, num_points=2,
-                                            batch_first=True).to(torch.bfloat16).eval()
+    m = (
+        mmops.MultiScaleDeformableAttention(embed_dims=16, num_heads=2, num_levels=1, num_points=2, batch_first=True)
+        .to(torch.bfloat16)
+        .eval()
+    )
     q = torch.randn(1, 6, 16).to(torch.bfloat16)
     out = m(q, reference_points=torch.rand(1, 6, 1, 2), spatial_shapes=torch.tensor([[2, 3]]))
     assert out.dtype == torch.bfloat16 and out.shape == (1, 6, 16)
@@ -556,13 +641,20 @@ class _SequenceFirstNet(torch.nn.Module):
 
     def __init__(self):
         super().__init__()
-        self.attn = mmops.MultiScaleDeformableAttention(embed_dims=16, num_heads=2, num_levels=2, num_points=2,
-                                                        dropout=0.0)
+        self.attn = mmops.MultiScaleDeformableAttention(
+            embed_dims=16, num_heads=2, num_levels=2, num_points=2, dropout=0.0
+        )
 
-    def forward(self, query: torch.Tensor, reference_points: torch.Tensor, spatial_shapes: torch.Tensor,
-                level_start_index: torch.Tensor) -> torch.Tensor:
-        return self.attn(query, reference_points=reference_points, spatial_shapes=spatial_shapes,
-                         level_start_index=level_start_index)
+    def forward(
+        self,
+        query: torch.Tensor,
+        reference_points: torch.Tensor,
+        spatial_shapes: torch.Tensor,
+        level_start_index: torch.Tensor,
+    ) -> torch.Tensor:
+        return self.attn(
+            query, reference_points=reference_points, spatial_shapes=spatial_shapes, level_start_index=level_start_index
+        )
 
 
 def test_torchscript_sequence_first_module_and_wrapper(tmp_path):
@@ -593,6 +685,7 @@ def test_torchscript_sequence_first_module_and_wrapper(tmp_path):
 
 # --------------------------------------------------------------------------- CUDA
 
+
 @pytest.mark.cuda
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
 def test_cuda_misaligned_value_takes_scalar_path(dtype):
@@ -617,8 +710,13 @@ def test_cuda_gradcheck():
     shapes = [(3, 4), (2, 2), (1, 3)]
     value, ss, starts, _, attn = make(2, 3, 2, 4, shapes, 2, seed=41)
     loc = interior_locations(2, 3, 2, shapes, 2, seed=41)
-    inputs = (value.cuda().requires_grad_(True), ss.cuda(), starts.cuda(), loc.cuda().requires_grad_(True),
-              attn.cuda().requires_grad_(True))
+    inputs = (
+        value.cuda().requires_grad_(True),
+        ss.cuda(),
+        starts.cuda(),
+        loc.cuda().requires_grad_(True),
+        attn.cuda().requires_grad_(True),
+    )
     # the value gradient is summed with atomics: its last bits vary run to run
     assert torch.autograd.gradcheck(op, inputs, eps=1e-6, atol=1e-7, rtol=1e-5, nondet_tol=1e-12)
 
@@ -646,16 +744,17 @@ def test_cuda_inconsistent_levels_are_guarded():
     attn0[:, :, :, 1] = 0
     exp, gexp, go = fwd_bwd(op, value, ss, starts, loc, attn0)
     bad_tables = [
-        (torch.tensor([[3, 4], [2, 3]]), starts),            # level 1 runs past the end
-        (ss, torch.tensor([0, 13])),                         # level 1 starts too late
-        (torch.tensor([[3, 4], [-2, -2]]), starts),          # negative sizes
-        (torch.tensor([[3, 4], [2 ** 40, 2 ** 40]]), starts),  # H * W overflows int64 arithmetic
-        (ss, torch.tensor([0, -1])),                         # negative start
+        (torch.tensor([[3, 4], [2, 3]]), starts),  # level 1 runs past the end
+        (ss, torch.tensor([0, 13])),  # level 1 starts too late
+        (torch.tensor([[3, 4], [-2, -2]]), starts),  # negative sizes
+        (torch.tensor([[3, 4], [2**40, 2**40]]), starts),  # H * W overflows int64 arithmetic
+        (ss, torch.tensor([0, -1])),  # negative start
     ]
     with strict_index_check(False):
         for bad_ss, bad_starts in bad_tables:
-            out, grads, _ = fwd_bwd(op, value.cuda(), bad_ss.cuda(), bad_starts.cuda(), loc.cuda(),
-                                    attn.cuda(), go.cuda())
+            out, grads, _ = fwd_bwd(
+                op, value.cuda(), bad_ss.cuda(), bad_starts.cuda(), loc.cuda(), attn.cuda(), go.cuda()
+            )
             torch.testing.assert_close(out.cpu(), exp)
             torch.testing.assert_close(grads[0].cpu(), gexp[0])
             assert torch.equal(grads[1][:, :, :, 1].cpu(), torch.zeros_like(gexp[1][:, :, :, 1]))
@@ -675,8 +774,14 @@ def test_cuda_strict_check_raises():
         with pytest.raises(RuntimeError, match="running sum"):
             op(args[0], args[1], torch.tensor([0, 11], device="cuda"), args[3], args[4])
         with pytest.raises(RuntimeError, match="running sum"):
-            bwd_op(torch.ones(2, 5, 8, device="cuda"), args[0], args[1], torch.tensor([0, 11], device="cuda"),
-                   args[3], args[4])
+            bwd_op(
+                torch.ones(2, 5, 8, device="cuda"),
+                args[0],
+                args[1],
+                torch.tensor([0, 11], device="cuda"),
+                args[3],
+                args[4],
+            )
 
 
 @pytest.mark.cuda
@@ -712,8 +817,9 @@ def test_cuda_graph_capture():
 
 @pytest.mark.cuda
 def test_cuda_module_matches_cpu():
-    m = mmops.MultiScaleDeformableAttention(embed_dims=64, num_heads=8, num_levels=2, num_points=4,
-                                            dropout=0.0, batch_first=True)
+    m = mmops.MultiScaleDeformableAttention(
+        embed_dims=64, num_heads=8, num_levels=2, num_points=4, dropout=0.0, batch_first=True
+    )
     _randomise(m, 47)
     m = m.float()
     shapes = [(6, 8), (3, 4)]

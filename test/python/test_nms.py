@@ -1,14 +1,15 @@
 """mmops nms, batched_nms and soft_nms: the conformance cases, then float64 references
 written here, mmcv's published vectors, ties / NaN / strides, the wrappers, torchvision
 and the CUDA-specific tests (skipped without a GPU)."""
+
 import math
 
 import pytest
 import torch
-
-import mmops
 from conformance import BadInput, ConformanceCase, ConformanceSuite, Sample
 from conftest import requires_torchvision
+
+import mmops
 
 nms_op = torch.ops.mmops.nms
 batched_op = torch.ops.mmops.batched_nms
@@ -18,6 +19,7 @@ DTYPES = [torch.float32, torch.float64, torch.float16, torch.bfloat16]
 
 
 # ----------------------------------------------------------------------------- references
+
 
 def iou_matrix_ref(boxes):
     """float64 IoU of every pair, with mmops' defined results: a box with a
@@ -30,8 +32,7 @@ def iou_matrix_ref(boxes):
     h = (torch.minimum(y2[:, None], y2[None]) - torch.maximum(y1[:, None], y1[None])).clamp(min=0)
     inter = w * h
     union = area[:, None] + area[None] - inter
-    iou = torch.where(union > 0, inter / torch.where(union > 0, union, torch.ones_like(union)),
-                      torch.zeros_like(union))
+    iou = torch.where(union > 0, inter / torch.where(union > 0, union, torch.ones_like(union)), torch.zeros_like(union))
     ok = finite[:, None] & finite[None]
     return torch.where(ok, iou, torch.zeros_like(iou))
 
@@ -53,7 +54,7 @@ def nms_ref(boxes, scores, thr, idxs=None):
         if removed[i]:
             continue
         keep.append(i)
-        for j in order[pos + 1:]:
+        for j in order[pos + 1 :]:
             if (cats is None or cats[j] == cats[i]) and iou[i, j].item() > thr:
                 removed[j] = True
     return torch.tensor(keep, dtype=torch.long)
@@ -94,8 +95,10 @@ def soft_nms_ref(boxes, scores, thr=0.3, sigma=0.5, min_score=1e-3, method="line
             score[j] *= w
         live = [j for j in live if score[j].item() >= min_score]  # NaN dropped
     k = torch.tensor(keep, dtype=torch.long)
-    dets = torch.cat([boxes.detach().double().cpu()[k].reshape(-1, 4),
-                      torch.tensor(out_scores, dtype=torch.float64).reshape(-1, 1)], 1)
+    dets = torch.cat(
+        [boxes.detach().double().cpu()[k].reshape(-1, 4), torch.tensor(out_scores, dtype=torch.float64).reshape(-1, 1)],
+        1,
+    )
     return dets, k
 
 
@@ -115,14 +118,17 @@ def rounded(t):
 
 # ----------------------------------------------------------------------------- conformance
 
+
 def _sample(op_args, n=40, seed=31, with_idxs=False, other_n=90):
     """sample(device, dtype, size): n random boxes and scores (other_n for size 1), category ids
     in [0, 3) for batched_nms, then the op's options."""
+
     def sample(device, dtype, size):
         k = n if size == 0 else other_n
         boxes, scores = random_boxes(k, seed=seed + size, dtype=dtype, device=device)
         idxs = torch.randint(0, 3, (k,), generator=torch.Generator().manual_seed(seed)).to(device)
         return Sample((boxes, scores, idxs, *op_args) if with_idxs else (boxes, scores, *op_args))
+
     return sample
 
 
@@ -130,13 +136,16 @@ def _empty(op_args, out_shapes, with_idxs=False):
     def empty(device, dtype):
         boxes, scores = torch.zeros(0, 4, dtype=dtype, device=device), torch.zeros(0, dtype=dtype, device=device)
         idxs = torch.zeros(0, dtype=torch.long, device=device)
-        return [Sample((boxes, scores, idxs, *op_args) if with_idxs else (boxes, scores, *op_args),
-                       out_shapes=out_shapes)]
+        return [
+            Sample((boxes, scores, idxs, *op_args) if with_idxs else (boxes, scores, *op_args), out_shapes=out_shapes)
+        ]
+
     return empty
 
 
 def _cuda_samples(op_args_list, with_idxs=False, max_n=5000):
     """Tiles of 64 boxes (63, 64, 65), several mask chunks (1000, 5000)."""
+
     def samples(dtype):
         for n in (0, 1, 63, 64, 65, 1000, 5000):
             if n > max_n:
@@ -145,6 +154,7 @@ def _cuda_samples(op_args_list, with_idxs=False, max_n=5000):
             idxs = torch.randint(0, 7, (n,), generator=torch.Generator().manual_seed(n))
             for op_args in op_args_list:
                 yield Sample((boxes, scores, idxs, *op_args) if with_idxs else (boxes, scores, *op_args))
+
     return samples
 
 
@@ -171,46 +181,83 @@ class _Post(torch.nn.Module):
 _Z = torch.zeros
 CONFORMANCE = [
     ConformanceCase(
-        "nms", nms_op, _sample([0.5]), dtypes=DTYPES, data_dependent=True, empty=_empty([0.5], [(0,)]),
+        "nms",
+        nms_op,
+        _sample([0.5]),
+        dtypes=DTYPES,
+        data_dependent=True,
+        empty=_empty([0.5], [(0,)]),
         cuda_samples=_cuda_samples([[thr] for thr in (-0.1, 0.0, 0.5, 0.8)]),
         bad_inputs={
             "boxes_5_cols": BadInput(lambda *_: (_Z(3, 5), _Z(3), 0.5), r"boxes to be a 2-D tensor of shape \[N, 4\]"),
-            "scores_length": BadInput(lambda *_: (_Z(3, 4), _Z(4), 0.5),
-                                  r"scores to be a 1-D tensor of shape \[N\] with N = boxes.size\(0\) = 3"),
-            "boxes_long": BadInput(lambda *_: (_Z(3, 4, dtype=torch.long), _Z(3), 0.5),
-                               "boxes to have a floating point dtype, but got Long"),
-            "scores_int": BadInput(lambda *_: (_Z(3, 4), _Z(3, dtype=torch.int32), 0.5),
-                               "scores to have a floating point dtype, but got Int"),
+            "scores_length": BadInput(
+                lambda *_: (_Z(3, 4), _Z(4), 0.5),
+                r"scores to be a 1-D tensor of shape \[N\] with N = boxes.size\(0\) = 3",
+            ),
+            "boxes_long": BadInput(
+                lambda *_: (_Z(3, 4, dtype=torch.long), _Z(3), 0.5),
+                "boxes to have a floating point dtype, but got Long",
+            ),
+            "scores_int": BadInput(
+                lambda *_: (_Z(3, 4), _Z(3, dtype=torch.int32), 0.5),
+                "scores to have a floating point dtype, but got Int",
+            ),
             "threshold_nan": BadInput(lambda *_: (_Z(3, 4), _Z(3), float("nan")), "iou_threshold must be a number"),
-            "scores_on_cpu": BadInput(lambda *_: (_Z(3, 4, device="cuda"), _Z(3), 0.5),
-                                  "scores on the device of boxes", cuda=True),
-        }),
+            "scores_on_cpu": BadInput(
+                lambda *_: (_Z(3, 4, device="cuda"), _Z(3), 0.5), "scores on the device of boxes", cuda=True
+            ),
+        },
+    ),
     ConformanceCase(
-        "batched_nms", batched_op, _sample([0.5], with_idxs=True), dtypes=DTYPES, data_dependent=True,
-        empty=_empty([0.5], [(0,)], with_idxs=True), module=_Post,
+        "batched_nms",
+        batched_op,
+        _sample([0.5], with_idxs=True),
+        dtypes=DTYPES,
+        data_dependent=True,
+        empty=_empty([0.5], [(0,)], with_idxs=True),
+        module=_Post,
         compile_tol=dict(rtol=1.3e-6, atol=1e-5),
         cuda_samples=_cuda_samples([[thr] for thr in (-0.1, 0.0, 0.5, 0.8)], with_idxs=True),
         bad_inputs={
             "idxs_float": BadInput(lambda *_: (_Z(3, 4), _Z(3), _Z(3), 0.5), "idxs .* integer dtype, but got Float"),
-            "idxs_length": BadInput(lambda *_: (_Z(3, 4), _Z(3), _Z(2, dtype=torch.long), 0.5),
-                                r"idxs to be a 1-D tensor of shape \[N\]"),
-            "idxs_on_cpu": BadInput(lambda *_: (_Z(3, 4, device="cuda"), _Z(3, device="cuda"),
-                                                     _Z(3, dtype=torch.long), 0.5),
-                                "idxs on the device of boxes", cuda=True),
-        }),
-    *[ConformanceCase(
-        f"soft_nms_{method}", soft_op, _sample([0.4 if method == "gaussian" else 0.3, 0.5, 1e-3, method]),
-        dtypes=DTYPES, data_dependent=True, cuda_tol=_soft_tol,
-        empty=_empty([0.3, 0.5, 1e-3, method], [(0, 5), (0,)]),
-        cuda_samples=_cuda_samples([[0.3, 0.5, 1e-3, method]], max_n=1000),
-        bad_inputs={} if method != "linear" else {
-            "method": BadInput(lambda *_: (_Z(3, 4), _Z(3), 0.3, 0.5, 1e-3, "cubic"),
-                           'method must be "naive", "linear" or "gaussian", but got "cubic"'),
-            "sigma_zero": BadInput(lambda *_: (_Z(3, 4), _Z(3), 0.3, 0.0, 1e-3, "gaussian"),
-                               "sigma must be a positive finite number, but got 0"),
-            "min_score_nan": BadInput(lambda *_: (_Z(3, 4), _Z(3), 0.3, 0.5, float("nan"), "linear"),
-                                  "min_score must be a number"),
-        }) for method in ("naive", "linear", "gaussian")],
+            "idxs_length": BadInput(
+                lambda *_: (_Z(3, 4), _Z(3), _Z(2, dtype=torch.long), 0.5), r"idxs to be a 1-D tensor of shape \[N\]"
+            ),
+            "idxs_on_cpu": BadInput(
+                lambda *_: (_Z(3, 4, device="cuda"), _Z(3, device="cuda"), _Z(3, dtype=torch.long), 0.5),
+                "idxs on the device of boxes",
+                cuda=True,
+            ),
+        },
+    ),
+    *[
+        ConformanceCase(
+            f"soft_nms_{method}",
+            soft_op,
+            _sample([0.4 if method == "gaussian" else 0.3, 0.5, 1e-3, method]),
+            dtypes=DTYPES,
+            data_dependent=True,
+            cuda_tol=_soft_tol,
+            empty=_empty([0.3, 0.5, 1e-3, method], [(0, 5), (0,)]),
+            cuda_samples=_cuda_samples([[0.3, 0.5, 1e-3, method]], max_n=1000),
+            bad_inputs={}
+            if method != "linear"
+            else {
+                "method": BadInput(
+                    lambda *_: (_Z(3, 4), _Z(3), 0.3, 0.5, 1e-3, "cubic"),
+                    'method must be "naive", "linear" or "gaussian", but got "cubic"',
+                ),
+                "sigma_zero": BadInput(
+                    lambda *_: (_Z(3, 4), _Z(3), 0.3, 0.0, 1e-3, "gaussian"),
+                    "sigma must be a positive finite number, but got 0",
+                ),
+                "min_score_nan": BadInput(
+                    lambda *_: (_Z(3, 4), _Z(3), 0.3, 0.5, float("nan"), "linear"), "min_score must be a number"
+                ),
+            },
+        )
+        for method in ("naive", "linear", "gaussian")
+    ],
 ]
 
 
@@ -255,13 +302,15 @@ def test_mmcv_soft_nms_vector(method, dtype):
     dets, keep = mmops.soft_nms(boxes, scores, iou_threshold=0.3, sigma=0.5, method=method)
     assert keep.tolist() == inds
     torch.testing.assert_close(dets[:, :4], boxes[keep], rtol=0, atol=0)
-    torch.testing.assert_close(dets[:, 4].double(), torch.tensor(expected_scores, dtype=torch.float64),
-                               rtol=1e-6, atol=1e-6)
+    torch.testing.assert_close(
+        dets[:, 4].double(), torch.tensor(expected_scores, dtype=torch.float64), rtol=1e-6, atol=1e-6
+    )
     dets2, keep2 = soft_op(boxes, scores, 0.3, 0.5, 1e-3, method)
     assert torch.equal(keep2, keep) and torch.equal(dets2, dets)
 
 
 # ----------------------------------------------------------------------------- random vs reference
+
 
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("n", [0, 1, 7, 64, 65, 300])
@@ -326,6 +375,7 @@ def test_soft_nms_first_box_always_kept():
 
 # ----------------------------------------------------------------------------- ties, NaN, empty
 
+
 def test_ties_keep_lower_index_first():
     # equal scores: the lower index ranks first, so of two identical boxes it is kept
     boxes = torch.tensor([[0.0, 0.0, 10.0, 10.0]] * 3 + [[50.0, 50.0, 60.0, 60.0]] * 2)
@@ -352,9 +402,17 @@ def test_threshold_is_strict():
 
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_nan_and_inf(dtype):
-    boxes = torch.tensor([[0.0, 0.0, 10.0, 10.0], [0.0, 0.0, 10.0, 10.0], [1.0, 1.0, 10.0, 10.0],
-                          [0.0, 0.0, float("nan"), 10.0], [0.0, 0.0, float("inf"), 10.0],
-                          [0.0, 0.0, 10.0, 10.0]], dtype=dtype)
+    boxes = torch.tensor(
+        [
+            [0.0, 0.0, 10.0, 10.0],
+            [0.0, 0.0, 10.0, 10.0],
+            [1.0, 1.0, 10.0, 10.0],
+            [0.0, 0.0, float("nan"), 10.0],
+            [0.0, 0.0, float("inf"), 10.0],
+            [0.0, 0.0, 10.0, 10.0],
+        ],
+        dtype=dtype,
+    )
     scores = torch.tensor([0.5, float("nan"), 0.4, 0.9, 0.8, float("nan")], dtype=dtype)
     # NaN scores rank last (ties among them by index); NaN/Inf boxes overlap nothing
     assert score_order_ref(scores) == [3, 4, 0, 2, 1, 5]
@@ -410,6 +468,7 @@ def test_not_differentiable():
 
 # ----------------------------------------------------------------------------- wrappers
 
+
 def test_wrapper_score_threshold_max_num_offset():
     boxes, scores = random_boxes(200, seed=21)
     dets, inds = mmops.nms(boxes, scores, 0.3, score_threshold=0.4, max_num=10)
@@ -458,10 +517,12 @@ def test_wrapper_batched_nms_cfg():
 
 # ----------------------------------------------------------------------------- torchvision
 
+
 @requires_torchvision
 @pytest.mark.parametrize("n", [10, 500, 2000])
 def test_torchvision_cross_check(n):
     import torchvision
+
     boxes, scores = random_boxes(n, image=300.0, max_side=60.0, seed=n)
     for thr in (0.3, 0.5, 0.7):
         assert torch.equal(nms_op(boxes, scores, thr), torchvision.ops.nms(boxes, scores, thr))
@@ -474,8 +535,9 @@ def test_torchvision_cross_check(n):
 
 @pytest.mark.cuda
 def test_cuda_ties_nan_inf():
-    boxes = torch.tensor([[0.0, 0.0, 10.0, 10.0]] * 3 + [[0.0, 0.0, float("nan"), 10.0],
-                                                         [0.0, 0.0, float("inf"), 10.0]])
+    boxes = torch.tensor(
+        [[0.0, 0.0, 10.0, 10.0]] * 3 + [[0.0, 0.0, float("nan"), 10.0], [0.0, 0.0, float("inf"), 10.0]]
+    )
     scores = torch.tensor([0.5, 0.5, float("nan"), 0.5, 0.9])
     for device in ("cpu", "cuda"):
         keep = nms_op(boxes.to(device), scores.to(device), 0.5).cpu()
@@ -496,6 +558,7 @@ def test_cuda_large_vs_torchvision(n):
     depend on how either library rounds (torchvision's kernel may fuse a
     multiply-add); distinct scores: the tie rule plays no part."""
     import torchvision
+
     g = torch.Generator().manual_seed(n)
     xy = torch.randint(0, 800, (n, 2), generator=g).float()
     boxes = torch.cat([xy, xy + torch.randint(1, 101, (n, 2), generator=g).float()], 1).cuda()

@@ -1,6 +1,7 @@
 """mmops::roi_align: the conformance cases, then CPU numerics against the float64
 reference (known vectors, gradcheck, torchvision, special inputs), the Python API
 and the CUDA-specific tests (all skipped without a GPU)."""
+
 import contextlib
 import math
 import os
@@ -9,12 +10,19 @@ import sys
 
 import pytest
 import torch
+from conformance import BadInput, ConformanceCase, ConformanceSuite, Sample
+from conftest import (
+    REPO,
+    TOL,
+    deterministic_algorithms,
+    random_rois,
+    requires_torchvision,
+    strict_index_check,
+    with_batch_index,
+)
+from roi_align_reference import max_mode_margin, roi_align_ref, roi_align_ref_grad
 
 import mmops
-from conformance import BadInput, ConformanceCase, ConformanceSuite, Sample
-from conftest import (REPO, TOL, deterministic_algorithms, random_rois, requires_torchvision,
-                      strict_index_check, with_batch_index)
-from roi_align_reference import max_mode_margin, roi_align_ref, roi_align_ref_grad
 
 op = torch.ops.mmops.roi_align
 
@@ -43,6 +51,7 @@ def fwd_bwd(x, rois, go, *args):
 
 # --------------------------------------------------------------------------- conformance
 
+
 def _data(seed=0, N=2, C=3, H=8, W=10, K=7, dtype=torch.float32, device="cpu", scale=1.0):
     torch.manual_seed(seed)
     x = torch.randn(N, C, H, W, dtype=dtype)
@@ -52,9 +61,11 @@ def _data(seed=0, N=2, C=3, H=8, W=10, K=7, dtype=torch.float32, device="cpu", s
 
 def _sample(shape, K, options, other_shape=None, seed=13):
     """sample(device, dtype, size): (N, C, H, W) and K rois (other_shape for size 1)."""
+
     def make(device, dtype, size):
         (N, C, H, W), k = (shape, K) if size == 0 else other_shape
         return Sample((*_data(seed + size, N, C, H, W, k, dtype, device, options[1]), *options))
+
     return make
 
 
@@ -62,13 +73,20 @@ def _empty(mode):
     def make(device, dtype):
         f = dict(dtype=dtype, device=device)
         return [
-            Sample((torch.randn(2, 3, 6, 7, **f), torch.zeros(0, 5, **f), [2, 3], 1.0, 2, mode, True),
-                   out_shapes=[(0, 3, 2, 3)]),  # no rois
-            Sample((torch.randn(2, 0, 6, 7, **f), random_rois(4, 2, 6, 7, **f), [2, 3], 1.0, 2, mode, True),
-                   out_shapes=[(4, 0, 2, 3)]),  # no channels
-            Sample((torch.randn(0, 3, 5, 5, **f), torch.zeros(0, 5, **f), [2, 3], 1.0, 0, mode, True),
-                   out_shapes=[(0, 3, 2, 3)]),  # empty batch and no rois
+            Sample(
+                (torch.randn(2, 3, 6, 7, **f), torch.zeros(0, 5, **f), [2, 3], 1.0, 2, mode, True),
+                out_shapes=[(0, 3, 2, 3)],
+            ),  # no rois
+            Sample(
+                (torch.randn(2, 0, 6, 7, **f), random_rois(4, 2, 6, 7, **f), [2, 3], 1.0, 2, mode, True),
+                out_shapes=[(4, 0, 2, 3)],
+            ),  # no channels
+            Sample(
+                (torch.randn(0, 3, 5, 5, **f), torch.zeros(0, 5, **f), [2, 3], 1.0, 0, mode, True),
+                out_shapes=[(0, 3, 2, 3)],
+            ),  # empty batch and no rois
         ]
+
     return make
 
 
@@ -77,6 +95,7 @@ def _cuda_samples(modes):
     channel counts (channel chunks of 32 / 64 with a partial last one, the scalar path
     of odd 16-bit counts). 16-bit argmax near-ties may pick another sample: max-mode
     gradients only with one sample per bin."""
+
     def make(dtype):
         low = dtype in (torch.float16, torch.bfloat16)
         torch.manual_seed(0)
@@ -87,14 +106,17 @@ def _cuda_samples(modes):
                         for (N, C, H, W), out_size in CASES:
                             x = torch.randn(N, C, H, W).to(dtype)
                             rois = random_rois(12, N, H, W, dtype=dtype, spatial_scale=scale)
-                            yield Sample((x, rois, list(out_size), scale, sr, mode, aligned),
-                                         grads=not low or mode == "avg" or sr == 1)
+                            yield Sample(
+                                (x, rois, list(out_size), scale, sr, mode, aligned),
+                                grads=not low or mode == "avg" or sr == 1,
+                            )
         torch.manual_seed(16)
         for channels in (1, 3, 33, 65):
             x = torch.randn(2, channels, 9, 11).to(dtype)
             rois = random_rois(7, 2, 9, 11).to(dtype)
             for mode in modes:
                 yield Sample((x, rois, [3, 2], 1.0, 0, mode, True), grads=not low or mode == "avg")
+
     return make
 
 
@@ -112,8 +134,9 @@ class _Net(torch.nn.Module):
         z = torch.ops.mmops.roi_align(x, rois, [3, 2], 0.5, 0, "avg", True)
         computed = (y.sin() + 2 * z).sum(dim=1)
         net = self.pool(x * 2.0, rois) + torch.ops.mmops.roi_align(x, rois, [3, 2], 0.5, 0, "max", False).relu()
-        quarter = (torch.ops.mmops.roi_align(x, rois, [2, 2], 0.25, 0, "avg", False) * 2
-                   + torch.ops.mmops.roi_align(x, rois, [2, 2], 0.25, 2, "max", True))
+        quarter = torch.ops.mmops.roi_align(x, rois, [2, 2], 0.25, 0, "avg", False) * 2 + torch.ops.mmops.roi_align(
+            x, rois, [2, 2], 0.25, 2, "max", True
+        )
         return computed, net, quarter, self.avg(x, rois), self.max(x, rois)
 
 
@@ -126,9 +149,10 @@ def _helpers(sample):
     return [(fwd, sample.args), (bwd, (torch.randn_like(out), rois, argmax, list(x.shape), *options))]
 
 
-_BATCH_INDEX = {f"batch_index_{v}": BadInput(lambda x, r, *o, v=v: (x, with_batch_index(r, 2, v), *o),
-                                             "batch index")
-                for v in (-1.0, 2.0, 7.0, math.nan)}
+_BATCH_INDEX = {
+    f"batch_index_{v}": BadInput(lambda x, r, *o, v=v: (x, with_batch_index(r, 2, v), *o), "batch index")
+    for v in (-1.0, 2.0, 7.0, math.nan)
+}
 
 
 BAD_INPUTS = {
@@ -156,17 +180,41 @@ BAD_INPUTS = {
 }
 
 CONFORMANCE = [
-    ConformanceCase("roi_align_avg_aligned", op, _sample((2, 3, 10, 12), 6, ([2, 3], 0.5, 2, "avg", True),
-                                                        ((3, 4, 14, 9), 9)),
-                    grad_args=(0,), feature_args=(0,), empty=_empty("avg"), bad_inputs=BAD_INPUTS, module=_Net,
-                    helpers=_helpers, cuda_samples=_cuda_samples(["avg"]), cpu_float32_reference=True,
-                    script_grad_tol=dict(rtol=1e-6, atol=1e-6)),
-    ConformanceCase("roi_align_max_unaligned_adaptive", op, _sample((1, 2, 7, 7), 4, ([3, 3], 1.0, 0, "max", False)),
-                    dtype=torch.float64, grad_args=(0,), feature_args=(0,), empty=_empty("max"),
-                    bad_inputs=_BATCH_INDEX, helpers=_helpers, cuda_samples=_cuda_samples(["max"]),
-                    cpu_float32_reference=True),
-    ConformanceCase("roi_align_max_aligned", op, _sample((3, 4, 6, 11), 6, ([2, 2], 0.25, 1, "max", True)),
-                    dtypes=(), grad_args=(0,), helpers=_helpers),
+    ConformanceCase(
+        "roi_align_avg_aligned",
+        op,
+        _sample((2, 3, 10, 12), 6, ([2, 3], 0.5, 2, "avg", True), ((3, 4, 14, 9), 9)),
+        grad_args=(0,),
+        feature_args=(0,),
+        empty=_empty("avg"),
+        bad_inputs=BAD_INPUTS,
+        module=_Net,
+        helpers=_helpers,
+        cuda_samples=_cuda_samples(["avg"]),
+        cpu_float32_reference=True,
+        script_grad_tol=dict(rtol=1e-6, atol=1e-6),
+    ),
+    ConformanceCase(
+        "roi_align_max_unaligned_adaptive",
+        op,
+        _sample((1, 2, 7, 7), 4, ([3, 3], 1.0, 0, "max", False)),
+        dtype=torch.float64,
+        grad_args=(0,),
+        feature_args=(0,),
+        empty=_empty("max"),
+        bad_inputs=_BATCH_INDEX,
+        helpers=_helpers,
+        cuda_samples=_cuda_samples(["max"]),
+        cpu_float32_reference=True,
+    ),
+    ConformanceCase(
+        "roi_align_max_aligned",
+        op,
+        _sample((3, 4, 6, 11), 6, ([2, 2], 0.25, 1, "max", True)),
+        dtypes=(),
+        grad_args=(0,),
+        helpers=_helpers,
+    ),
 ]
 
 
@@ -194,6 +242,7 @@ def test_helper_ops_match_public_op(case, device):
 
 
 # --------------------------------------------------------------------------- forward
+
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
 @pytest.mark.parametrize("spatial_scale", [1.0, 0.5, 0.25])
@@ -226,9 +275,16 @@ def test_backward_matches_reference(pool_mode, aligned, sampling_ratio, dtype):
             args = (out_size, spatial_scale, sampling_ratio, pool_mode, aligned)
             go = torch.randn(12, C, *out_size, dtype=dtype)
             g = grad_of(x, rois, go, *args)
-            exp = roi_align_ref_grad(x, rois, go, output_size=out_size,
-                                     spatial_scale=spatial_scale, sampling_ratio=sampling_ratio,
-                                     pool_mode=pool_mode, aligned=aligned)
+            exp = roi_align_ref_grad(
+                x,
+                rois,
+                go,
+                output_size=out_size,
+                spatial_scale=spatial_scale,
+                sampling_ratio=sampling_ratio,
+                pool_mode=pool_mode,
+                aligned=aligned,
+            )
             assert exp.abs().sum() > 0
             assert g.dtype == dtype and g.shape == x.shape
             torch.testing.assert_close(g, exp.to(dtype), **TOL[dtype])
@@ -251,9 +307,16 @@ def test_low_precision_matches_reference(pool_mode, aligned, dtype):
                 continue  # near-ties may pick another sample: see the test below
             go = torch.randn(12, C, *out_size).to(dtype)
             g = grad_of(x, rois, go, *args)
-            exp = roi_align_ref_grad(x, rois, go, output_size=out_size, spatial_scale=0.5,
-                                     sampling_ratio=sampling_ratio, pool_mode=pool_mode,
-                                     aligned=aligned)
+            exp = roi_align_ref_grad(
+                x,
+                rois,
+                go,
+                output_size=out_size,
+                spatial_scale=0.5,
+                sampling_ratio=sampling_ratio,
+                pool_mode=pool_mode,
+                aligned=aligned,
+            )
             assert g.dtype == dtype
             torch.testing.assert_close(g.double(), exp, **TOL[dtype])
 
@@ -267,8 +330,9 @@ def test_low_precision_max_backward_single_sample(dtype):
     go = torch.randn(10, 3, 3, 3).to(dtype)
     args = ((3, 3), 1.0, 1, "max", True)
     g = grad_of(x, rois, go, *args)
-    exp = roi_align_ref_grad(x, rois, go, output_size=(3, 3), spatial_scale=1.0,
-                             sampling_ratio=1, pool_mode="max", aligned=True)
+    exp = roi_align_ref_grad(
+        x, rois, go, output_size=(3, 3), spatial_scale=1.0, sampling_ratio=1, pool_mode="max", aligned=True
+    )
     torch.testing.assert_close(g.double(), exp, **TOL[dtype])
 
 
@@ -277,63 +341,181 @@ def test_low_precision_max_backward_single_sample(dtype):
 # mmcv tests/test_ops/test_roi_align.py: output 2x2, spatial_scale 1, sampling_ratio 2,
 # avg, aligned=True; gradients are of output.sum().
 MMCV_VECTORS = [
-    ([[[[1., 2.], [3., 4.]]]], [[0., 0., 0., 1., 1.]],
-     [[[[1.0, 1.25], [1.5, 1.75]]]],
-     [[[[3.0625, 0.4375], [0.4375, 0.0625]]]]),
-    ([[[[1., 2.], [3., 4.]], [[4., 3.], [2., 1.]]]], [[0., 0., 0., 1., 1.]],
-     [[[[1.0, 1.25], [1.5, 1.75]], [[4.0, 3.75], [3.5, 3.25]]]],
-     [[[[3.0625, 0.4375], [0.4375, 0.0625]], [[3.0625, 0.4375], [0.4375, 0.0625]]]]),
-    ([[[[1., 2., 5., 6.], [3., 4., 7., 8.], [9., 10., 13., 14.], [11., 12., 15., 16.]]]],
-     [[0., 0., 0., 3., 3.]],
-     [[[[1.9375, 4.75], [7.5625, 10.375]]]],
-     [[[[0.47265625, 0.42968750, 0.42968750, 0.04296875],
-        [0.42968750, 0.39062500, 0.39062500, 0.03906250],
-        [0.42968750, 0.39062500, 0.39062500, 0.03906250],
-        [0.04296875, 0.03906250, 0.03906250, 0.00390625]]]]),
+    (
+        [[[[1.0, 2.0], [3.0, 4.0]]]],
+        [[0.0, 0.0, 0.0, 1.0, 1.0]],
+        [[[[1.0, 1.25], [1.5, 1.75]]]],
+        [[[[3.0625, 0.4375], [0.4375, 0.0625]]]],
+    ),
+    (
+        [[[[1.0, 2.0], [3.0, 4.0]], [[4.0, 3.0], [2.0, 1.0]]]],
+        [[0.0, 0.0, 0.0, 1.0, 1.0]],
+        [[[[1.0, 1.25], [1.5, 1.75]], [[4.0, 3.75], [3.5, 3.25]]]],
+        [[[[3.0625, 0.4375], [0.4375, 0.0625]], [[3.0625, 0.4375], [0.4375, 0.0625]]]],
+    ),
+    (
+        [[[[1.0, 2.0, 5.0, 6.0], [3.0, 4.0, 7.0, 8.0], [9.0, 10.0, 13.0, 14.0], [11.0, 12.0, 15.0, 16.0]]]],
+        [[0.0, 0.0, 0.0, 3.0, 3.0]],
+        [[[[1.9375, 4.75], [7.5625, 10.375]]]],
+        [
+            [
+                [
+                    [0.47265625, 0.42968750, 0.42968750, 0.04296875],
+                    [0.42968750, 0.39062500, 0.39062500, 0.03906250],
+                    [0.42968750, 0.39062500, 0.39062500, 0.03906250],
+                    [0.04296875, 0.03906250, 0.03906250, 0.00390625],
+                ]
+            ]
+        ],
+    ),
 ]
 
 # Hand-derived on f(y, x) = 1 + x + 2y = [[1, 2], [3, 4]] (bilinear is exact on it).
 # (input, roi, output_size, sampling_ratio, pool_mode, aligned, output, grad of output.sum())
 HAND_VECTORS = [
     # not aligned: one sample at (0.5, 0.5)
-    ([[[[1., 2.], [3., 4.]]]], [[0., 0., 0., 1., 1.]], (1, 1), 1, "avg", False,
-     [[[[2.5]]]], [[[[0.25, 0.25], [0.25, 0.25]]]]),
+    (
+        [[[[1.0, 2.0], [3.0, 4.0]]]],
+        [[0.0, 0.0, 0.0, 1.0, 1.0]],
+        (1, 1),
+        1,
+        "avg",
+        False,
+        [[[[2.5]]]],
+        [[[[0.25, 0.25], [0.25, 0.25]]]],
+    ),
     # not aligned: samples at y, x in {0.25, 0.75}
-    ([[[[1., 2.], [3., 4.]]]], [[0., 0., 0., 1., 1.]], (2, 2), 1, "avg", False,
-     [[[[1.75, 2.25], [2.75, 3.25]]]], [[[[1., 1.], [1., 1.]]]]),
+    (
+        [[[[1.0, 2.0], [3.0, 4.0]]]],
+        [[0.0, 0.0, 0.0, 1.0, 1.0]],
+        (2, 2),
+        1,
+        "avg",
+        False,
+        [[[[1.75, 2.25], [2.75, 3.25]]]],
+        [[[[1.0, 1.0], [1.0, 1.0]]]],
+    ),
     # not aligned, max over 4 samples at {0.25, 0.75}^2: (0.75, 0.75) wins with 3.25
-    ([[[[1., 2.], [3., 4.]]]], [[0., 0., 0., 1., 1.]], (1, 1), 2, "max", False,
-     [[[[3.25]]]], [[[[0.0625, 0.1875], [0.1875, 0.5625]]]]),
+    (
+        [[[[1.0, 2.0], [3.0, 4.0]]]],
+        [[0.0, 0.0, 0.0, 1.0, 1.0]],
+        (1, 1),
+        2,
+        "max",
+        False,
+        [[[[3.25]]]],
+        [[[[0.0625, 0.1875], [0.1875, 0.5625]]]],
+    ),
     # not aligned: a zero-size roi is widened to 1 px
-    ([[[[1., 2.], [3., 4.]]]], [[0., 0.5, 0.5, 0.5, 0.5]], (1, 1), 1, "avg", False,
-     [[[[4.0]]]], [[[[0., 0.], [0., 1.]]]]),
+    (
+        [[[[1.0, 2.0], [3.0, 4.0]]]],
+        [[0.0, 0.5, 0.5, 0.5, 0.5]],
+        (1, 1),
+        1,
+        "avg",
+        False,
+        [[[[4.0]]]],
+        [[[[0.0, 0.0], [0.0, 1.0]]]],
+    ),
     # aligned, max: samples at -0.375 / -0.125 are clamped to 0 -> value 1 at (0, 0)
-    ([[[[1., 2.], [3., 4.]]]], [[0., 0., 0., 1., 1.]], (2, 2), 2, "max", True,
-     [[[[1.0, 1.375], [1.75, 2.125]]]], [[[[2.640625, 0.609375], [0.609375, 0.140625]]]]),
+    (
+        [[[[1.0, 2.0], [3.0, 4.0]]]],
+        [[0.0, 0.0, 0.0, 1.0, 1.0]],
+        (2, 2),
+        2,
+        "max",
+        True,
+        [[[[1.0, 1.375], [1.75, 2.125]]]],
+        [[[[2.640625, 0.609375], [0.609375, 0.140625]]]],
+    ),
     # aligned, adaptive: zero-size roi has no samples -> 0, no gradient
-    ([[[[1., 2.], [3., 4.]]]], [[0., 1., 1., 1., 1.]], (1, 1), 0, "max", True,
-     [[[[0.0]]]], [[[[0., 0.], [0., 0.]]]]),
+    (
+        [[[[1.0, 2.0], [3.0, 4.0]]]],
+        [[0.0, 1.0, 1.0, 1.0, 1.0]],
+        (1, 1),
+        0,
+        "max",
+        True,
+        [[[[0.0]]]],
+        [[[[0.0, 0.0], [0.0, 0.0]]]],
+    ),
     # not aligned: a sample exactly at x = -1 is inside (clamped to 0) ...
-    ([[[[1., 2.], [3., 4.]]]], [[0., -1.5, 0., -0.5, 1.]], (1, 1), 1, "avg", False,
-     [[[[2.0]]]], [[[[0.5, 0.], [0.5, 0.]]]]),
+    (
+        [[[[1.0, 2.0], [3.0, 4.0]]]],
+        [[0.0, -1.5, 0.0, -0.5, 1.0]],
+        (1, 1),
+        1,
+        "avg",
+        False,
+        [[[[2.0]]]],
+        [[[[0.5, 0.0], [0.5, 0.0]]]],
+    ),
     # ... so is one exactly at x = W (clamped to W - 1) ...
-    ([[[[1., 2.], [3., 4.]]]], [[0., 1.5, 0., 2.5, 1.]], (1, 1), 1, "avg", False,
-     [[[[3.0]]]], [[[[0., 0.5], [0., 0.5]]]]),
+    (
+        [[[[1.0, 2.0], [3.0, 4.0]]]],
+        [[0.0, 1.5, 0.0, 2.5, 1.0]],
+        (1, 1),
+        1,
+        "avg",
+        False,
+        [[[[3.0]]]],
+        [[[[0.0, 0.5], [0.0, 0.5]]]],
+    ),
     # ... and one exactly at y = H ...
-    ([[[[1., 2.], [3., 4.]]]], [[0., 0., 1.5, 1., 2.5]], (1, 1), 1, "avg", False,
-     [[[[3.5]]]], [[[[0., 0.], [0.5, 0.5]]]]),
+    (
+        [[[[1.0, 2.0], [3.0, 4.0]]]],
+        [[0.0, 0.0, 1.5, 1.0, 2.5]],
+        (1, 1),
+        1,
+        "avg",
+        False,
+        [[[[3.5]]]],
+        [[[[0.0, 0.0], [0.5, 0.5]]]],
+    ),
     # ... but x = W + 0.0625 is outside
-    ([[[[1., 2.], [3., 4.]]]], [[0., 1.5, 0., 2.625, 1.]], (1, 1), 1, "avg", False,
-     [[[[0.0]]]], [[[[0., 0.], [0., 0.]]]]),
+    (
+        [[[[1.0, 2.0], [3.0, 4.0]]]],
+        [[0.0, 1.5, 0.0, 2.625, 1.0]],
+        (1, 1),
+        1,
+        "avg",
+        False,
+        [[[[0.0]]]],
+        [[[[0.0, 0.0], [0.0, 0.0]]]],
+    ),
     # max, all-zero input: first maximum wins; here the first sample (0.25, 0.5) is inside
-    ([[[[0., 0.], [0., 0.]]]], [[0., 0., 0.5, 4., 1.5]], (1, 1), 2, "max", True,
-     [[[[0.0]]]], [[[[0.375, 0.375], [0.125, 0.125]]]]),
+    (
+        [[[[0.0, 0.0], [0.0, 0.0]]]],
+        [[0.0, 0.0, 0.5, 4.0, 1.5]],
+        (1, 1),
+        2,
+        "max",
+        True,
+        [[[[0.0]]]],
+        [[[[0.375, 0.375], [0.125, 0.125]]]],
+    ),
     # ... and here the first sample (x = -2.5) is outside: it wins, no gradient
-    ([[[[0., 0.], [0., 0.]]]], [[0., -3., 0.5, 1., 1.5]], (1, 1), 2, "max", True,
-     [[[[0.0]]]], [[[[0., 0.], [0., 0.]]]]),
+    (
+        [[[[0.0, 0.0], [0.0, 0.0]]]],
+        [[0.0, -3.0, 0.5, 1.0, 1.5]],
+        (1, 1),
+        2,
+        "max",
+        True,
+        [[[[0.0]]]],
+        [[[[0.0, 0.0], [0.0, 0.0]]]],
+    ),
     # aligned, max: negative values; out-of-range sample (value 0) wins the max
-    ([[[[-1., -2.], [-3., -4.]]]], [[0., -3., -1.2, 1., 1.]], (1, 1), 2, "max", True,
-     [[[[0.0]]]], [[[[0., 0.], [0., 0.]]]]),
+    (
+        [[[[-1.0, -2.0], [-3.0, -4.0]]]],
+        [[0.0, -3.0, -1.2, 1.0, 1.0]],
+        (1, 1),
+        2,
+        "max",
+        True,
+        [[[[0.0]]]],
+        [[[[0.0, 0.0], [0.0, 0.0]]]],
+    ),
 ]
 
 
@@ -363,15 +545,13 @@ def test_hand_derived_vectors(case, dtype):
 def test_reference_reproduces_known_vectors():
     """Sanity check of the reference itself against the independent vectors."""
     for inp, roi, out, grad in MMCV_VECTORS:
-        kw = dict(output_size=(2, 2), spatial_scale=1.0, sampling_ratio=2,
-                  pool_mode="avg", aligned=True)
+        kw = dict(output_size=(2, 2), spatial_scale=1.0, sampling_ratio=2, pool_mode="avg", aligned=True)
         x, r = torch.tensor(inp, dtype=torch.float64), torch.tensor(roi)
         torch.testing.assert_close(roi_align_ref(x, r, **kw), torch.tensor(out, dtype=torch.float64))
         g = roi_align_ref_grad(x, r, torch.ones(1, x.shape[1], 2, 2), **kw)
         torch.testing.assert_close(g, torch.tensor(grad, dtype=torch.float64))
     for inp, roi, out_size, sr, mode, aligned, out, grad in HAND_VECTORS:
-        kw = dict(output_size=out_size, spatial_scale=1.0, sampling_ratio=sr,
-                  pool_mode=mode, aligned=aligned)
+        kw = dict(output_size=out_size, spatial_scale=1.0, sampling_ratio=sr, pool_mode=mode, aligned=aligned)
         x, r = torch.tensor(inp, dtype=torch.float64), torch.tensor(roi)
         torch.testing.assert_close(roi_align_ref(x, r, **kw), torch.tensor(out, dtype=torch.float64))
         g = roi_align_ref_grad(x, r, torch.ones(1, 1, *out_size), **kw)
@@ -385,14 +565,12 @@ def test_linear_field_exact(aligned, sampling_ratio):
     f(bin centre); with b, c > 0 the max is at the bin's last sample."""
     H, W, scale = 9, 13, 0.5
     a, b, c = 0.3, 0.7, 1.9
-    ys, xs = torch.meshgrid(torch.arange(H, dtype=torch.float64),
-                            torch.arange(W, dtype=torch.float64), indexing="ij")
+    ys, xs = torch.meshgrid(torch.arange(H, dtype=torch.float64), torch.arange(W, dtype=torch.float64), indexing="ij")
     x = (a + b * xs + c * ys).expand(1, 2, H, W).contiguous()
     boxes = [(1.0, 1.5, 10.0, 7.0), (2.25, 0.75, 3.5, 6.25), (0.6, 1.1, 12.4, 7.9)]
     off = 0.5 if aligned else 0.0
     # image coordinates such that feature coords (v * scale - off) are the boxes above
-    rois = torch.tensor([[0.0] + [(v + off) / scale for v in box] for box in boxes],
-                        dtype=torch.float64)
+    rois = torch.tensor([[0.0] + [(v + off) / scale for v in box] for box in boxes], dtype=torch.float64)
     oh, ow = 3, 4
     f = lambda yy, xx: a + b * xx + c * yy  # noqa: E731
     exp_avg, exp_max = torch.zeros(3, 2, oh, ow, dtype=torch.float64), torch.zeros(3, 2, oh, ow, dtype=torch.float64)
@@ -403,8 +581,7 @@ def test_linear_field_exact(aligned, sampling_ratio):
         for ph in range(oh):
             for pw in range(ow):
                 exp_avg[k, :, ph, pw] = f(y1 + (ph + 0.5) * bh, x1 + (pw + 0.5) * bw)
-                exp_max[k, :, ph, pw] = f(y1 + ph * bh + (gh - 0.5) * bh / gh,
-                                          x1 + pw * bw + (gw - 0.5) * bw / gw)
+                exp_max[k, :, ph, pw] = f(y1 + ph * bh + (gh - 0.5) * bh / gh, x1 + pw * bw + (gw - 0.5) * bw / gw)
     for mode, exp in (("avg", exp_avg), ("max", exp_max)):
         for dtype in (torch.float32, torch.float64):
             out = op(x.to(dtype), rois.to(dtype), [oh, ow], scale, sampling_ratio, mode, aligned)
@@ -413,6 +590,7 @@ def test_linear_field_exact(aligned, sampling_ratio):
 
 # --------------------------------------------------------------------------- gradcheck
 
+
 @pytest.mark.parametrize("sampling_ratio", [0, 2])
 @pytest.mark.parametrize("aligned", [True, False])
 def test_gradcheck_avg(aligned, sampling_ratio):
@@ -420,8 +598,8 @@ def test_gradcheck_avg(aligned, sampling_ratio):
     x = torch.randn(2, 2, 6, 7, dtype=torch.float64, requires_grad=True)
     rois = random_rois(6, 2, 6, 7, dtype=torch.float64, spatial_scale=0.5)
     assert torch.autograd.gradcheck(
-        lambda t: op(t, rois, [2, 3], 0.5, sampling_ratio, "avg", aligned), (x,),
-        check_batched_grad=False)
+        lambda t: op(t, rois, [2, 3], 0.5, sampling_ratio, "avg", aligned), (x,), check_batched_grad=False
+    )
 
 
 @pytest.mark.parametrize("sampling_ratio", [0, 2])
@@ -430,14 +608,14 @@ def test_gradcheck_max(aligned, sampling_ratio):
     torch.manual_seed(5)
     H, W = 7, 8
     # well separated values, boxes strictly inside the map (no clamped duplicates)
-    x = (torch.randperm(2 * H * W, dtype=torch.float64).reshape(1, 2, H, W) / 4.0)
+    x = torch.randperm(2 * H * W, dtype=torch.float64).reshape(1, 2, H, W) / 4.0
     x.requires_grad_(True)
-    rois = torch.tensor([[0, 0.9, 1.2, 6.3, 5.4], [0, 2.1, 0.8, 4.2, 3.3],
-                         [0, 1.6, 1.1, 5.9, 4.1]], dtype=torch.float64)
+    rois = torch.tensor(
+        [[0, 0.9, 1.2, 6.3, 5.4], [0, 2.1, 0.8, 4.2, 3.3], [0, 1.6, 1.1, 5.9, 4.1]], dtype=torch.float64
+    )
     args = ([2, 2], 1.0, sampling_ratio, "max", aligned)
     assert max_mode_margin(x, rois, (2, 2), 1.0, sampling_ratio, aligned) > 1e-3
-    assert torch.autograd.gradcheck(lambda t: op(t, rois, *args), (x,),
-                                    check_batched_grad=False)
+    assert torch.autograd.gradcheck(lambda t: op(t, rois, *args), (x,), check_batched_grad=False)
 
 
 @pytest.mark.parametrize("pool_mode", ["avg", "max"])
@@ -461,6 +639,7 @@ def test_double_backward_raises(pool_mode):
 
 
 # --------------------------------------------------------------------------- torchvision
+
 
 @requires_torchvision
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
@@ -508,8 +687,7 @@ def test_rois_requiring_grad_get_no_gradient():
     go = torch.randn_like(out)
     out.backward(go)
     assert rois.grad is None
-    torch.testing.assert_close(x.grad, roi_align_ref_grad(x, rois, go, output_size=(2, 2),
-                                                          sampling_ratio=2))
+    torch.testing.assert_close(x.grad, roi_align_ref_grad(x, rois, go, output_size=(2, 2), sampling_ratio=2))
 
 
 def _noncontiguous_inputs(x):
@@ -519,8 +697,7 @@ def _noncontiguous_inputs(x):
     s = torch.empty(N, 2 * C, H, 3 * W)[:, ::2, :, ::3]
     s.copy_(x)
     e = x[:1].expand(N, C, H, W)
-    return {"transposed": t, "sliced": s, "channels_last": x.to(memory_format=torch.channels_last),
-            "expanded": e}
+    return {"transposed": t, "sliced": s, "channels_last": x.to(memory_format=torch.channels_last), "expanded": e}
 
 
 @pytest.mark.parametrize("layout", ["transposed", "sliced", "channels_last", "expanded"])
@@ -544,8 +721,9 @@ def test_noncontiguous_input(pool_mode, layout):
         out.backward(go)
         exp.backward(go)
         torch.testing.assert_close(xa.grad, xb.grad, rtol=1e-6, atol=1e-6)
-    torch.testing.assert_close(exp.double(), roi_align_ref(x, rois, (3, 2), 0.5, 2, pool_mode, False),
-                               **TOL[torch.float32])
+    torch.testing.assert_close(
+        exp.double(), roi_align_ref(x, rois, (3, 2), 0.5, 2, pool_mode, False), **TOL[torch.float32]
+    )
 
 
 def test_noncontiguous_grad_output():
@@ -565,8 +743,15 @@ def test_nonfinite_roi_coordinates_give_zeros(pool_mode):
     torch.manual_seed(10)
     x = torch.randn(2, 3, 8, 8, dtype=torch.float64, requires_grad=True)
     rois = random_rois(10, 2, 8, 8, dtype=torch.float64)
-    bad = [(0, 1, math.nan), (1, 2, math.nan), (2, 3, math.nan), (3, 4, math.nan),
-           (4, 1, math.inf), (5, 4, -math.inf), (6, 3, math.inf)]
+    bad = [
+        (0, 1, math.nan),
+        (1, 2, math.nan),
+        (2, 3, math.nan),
+        (3, 4, math.nan),
+        (4, 1, math.inf),
+        (5, 4, -math.inf),
+        (6, 3, math.inf),
+    ]
     for row, col, v in bad:
         rois[row, col] = v
     out = op(x, rois, [2, 2], 1.0, 0, pool_mode, True)
@@ -574,8 +759,9 @@ def test_nonfinite_roi_coordinates_give_zeros(pool_mode):
     torch.testing.assert_close(out[7:], roi_align_ref(x, rois[7:], (2, 2), 1.0, 0, pool_mode, True))
     go = torch.randn_like(out)
     (g,) = torch.autograd.grad(out, x, go)
-    torch.testing.assert_close(g, roi_align_ref_grad(x, rois[7:], go[7:], output_size=(2, 2),
-                                                     sampling_ratio=0, pool_mode=pool_mode))
+    torch.testing.assert_close(
+        g, roi_align_ref_grad(x, rois[7:], go[7:], output_size=(2, 2), sampling_ratio=0, pool_mode=pool_mode)
+    )
     assert torch.isfinite(g).all()
 
 
@@ -610,12 +796,12 @@ def test_defaults():
     out = op(x, rois, [3, 3])
     torch.testing.assert_close(out, op(x, rois, [3, 3], 1.0, 0, "avg", True), rtol=0, atol=0)
     torch.testing.assert_close(out, roi_align_ref(x, rois, (3, 3), 1.0, 0, "avg", True))
-    kw = op(x, rois, output_size=[3, 3], spatial_scale=0.5, sampling_ratio=2, pool_mode="max",
-            aligned=False)
+    kw = op(x, rois, output_size=[3, 3], spatial_scale=0.5, sampling_ratio=2, pool_mode="max", aligned=False)
     torch.testing.assert_close(kw, roi_align_ref(x, rois, (3, 3), 0.5, 2, "max", False))
 
 
 # --------------------------------------------------------------------------- errors
+
 
 def test_bad_batch_index_raises_in_helper_ops_on_cpu():
     x, rois = torch.randn(2, 3, 6, 6), random_rois(4, 2, 6, 6)
@@ -638,16 +824,13 @@ def test_strict_index_check_toggle():
 
 def test_strict_index_check_env_var():
     env = dict(os.environ, MMOPS_STRICT_INDEX_CHECK="1")
-    env["PYTHONPATH"] = os.pathsep.join(
-        p for p in (os.environ.get("PYTHONPATH"), os.path.join(REPO, "python")) if p)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (os.environ.get("PYTHONPATH"), os.path.join(REPO, "python")) if p)
     code = "import mmops; print(mmops.strict_index_check())"
-    res = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
-                         cwd=REPO, timeout=120)
+    res = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, cwd=REPO, timeout=120)
     assert res.returncode == 0, res.stderr
     assert res.stdout.strip().splitlines()[-1] == "True"
     env["MMOPS_STRICT_INDEX_CHECK"] = "0"
-    res = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
-                         cwd=REPO, timeout=120)
+    res = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, cwd=REPO, timeout=120)
     assert res.returncode == 0, res.stderr
     assert res.stdout.strip().splitlines()[-1] == "False"
 
@@ -655,29 +838,40 @@ def test_strict_index_check_env_var():
 # --------------------------------------------------------------------------- property test
 
 try:
-    from hypothesis import given, settings, strategies as st
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
 except ImportError:  # pragma: no cover
     given = None
 
 if given is not None:
+
     @settings(max_examples=60, deadline=None, derandomize=True, database=None)
-    @given(n=st.integers(1, 3), c=st.integers(1, 3), h=st.integers(1, 9), w=st.integers(1, 9),
-           oh=st.integers(1, 4), ow=st.integers(1, 4), k=st.integers(1, 6),
-           scale=st.sampled_from([1.0, 0.5, 0.25, 0.125]), sr=st.integers(0, 4),
-           mode=st.sampled_from(["avg", "max"]), aligned=st.booleans(),
-           seed=st.integers(0, 2**16))
+    @given(
+        n=st.integers(1, 3),
+        c=st.integers(1, 3),
+        h=st.integers(1, 9),
+        w=st.integers(1, 9),
+        oh=st.integers(1, 4),
+        ow=st.integers(1, 4),
+        k=st.integers(1, 6),
+        scale=st.sampled_from([1.0, 0.5, 0.25, 0.125]),
+        sr=st.integers(0, 4),
+        mode=st.sampled_from(["avg", "max"]),
+        aligned=st.booleans(),
+        seed=st.integers(0, 2**16),
+    )
     def test_property_matches_reference(n, c, h, w, oh, ow, k, scale, sr, mode, aligned, seed):
         gen = torch.Generator().manual_seed(seed)
         x = torch.randn(n, c, h, w, dtype=torch.float64, generator=gen)
-        rois = random_rois(k, n, h, w, dtype=torch.float64, spatial_scale=scale,
-                           extra=False, generator=gen)
+        rois = random_rois(k, n, h, w, dtype=torch.float64, spatial_scale=scale, extra=False, generator=gen)
         go = torch.randn(k, c, oh, ow, dtype=torch.float64, generator=gen)
         args = ((oh, ow), scale, sr, mode, aligned)
         out = run(x, rois, *args)
         torch.testing.assert_close(out, roi_align_ref(x, rois, *args), **TOL[torch.float64])
         g = grad_of(x, rois, go, *args)
-        exp = roi_align_ref_grad(x, rois, go, output_size=(oh, ow), spatial_scale=scale,
-                                 sampling_ratio=sr, pool_mode=mode, aligned=aligned)
+        exp = roi_align_ref_grad(
+            x, rois, go, output_size=(oh, ow), spatial_scale=scale, sampling_ratio=sr, pool_mode=mode, aligned=aligned
+        )
         torch.testing.assert_close(g, exp, **TOL[torch.float64])
 
 
@@ -685,22 +879,21 @@ if given is not None:
 
 # --------------------------------------------------------------------------- functional
 
+
 def test_functional_list_of_boxes_equals_rois():
     torch.manual_seed(1)
     boxes = [torch.rand(3, 4) * 8, torch.rand(0, 4), torch.rand(2, 4) * 8]
     x = torch.randn(3, 3, 8, 10)
-    rois = torch.cat([torch.cat([torch.full((len(b), 1), float(i)), b], 1)
-                      for i, b in enumerate(boxes)])
+    rois = torch.cat([torch.cat([torch.full((len(b), 1), float(i)), b], 1) for i, b in enumerate(boxes)])
     for mode in ("avg", "max"):
         out_list = mmops.roi_align(x, boxes, (3, 2), 0.5, 2, mode, False)
         out_rois = mmops.roi_align(x, rois, (3, 2), 0.5, 2, mode, False)
         assert out_list.shape == (5, 3, 3, 2)
         torch.testing.assert_close(out_list, out_rois, rtol=0, atol=0)
-        torch.testing.assert_close(out_rois, op(x, rois, [3, 2], 0.5, 2, mode, False),
-                                   rtol=0, atol=0)
-        torch.testing.assert_close(out_list.double(),
-                                   roi_align_ref(x, rois, (3, 2), 0.5, 2, mode, False),
-                                   atol=1e-5, rtol=1e-5)
+        torch.testing.assert_close(out_rois, op(x, rois, [3, 2], 0.5, 2, mode, False), rtol=0, atol=0)
+        torch.testing.assert_close(
+            out_list.double(), roi_align_ref(x, rois, (3, 2), 0.5, 2, mode, False), atol=1e-5, rtol=1e-5
+        )
 
 
 def test_functional_output_size_int_and_defaults():
@@ -709,8 +902,9 @@ def test_functional_output_size_int_and_defaults():
     assert out.shape == (7, 3, 3, 3)
     torch.testing.assert_close(out, mmops.roi_align(x, rois, (3, 3)), rtol=0, atol=0)
     torch.testing.assert_close(out, op(x, rois, [3, 3], 1.0, 0, "avg", True), rtol=0, atol=0)
-    kw = mmops.roi_align(x, rois, output_size=[2, 4], spatial_scale=0.25, sampling_ratio=3,
-                         pool_mode="max", aligned=False)
+    kw = mmops.roi_align(
+        x, rois, output_size=[2, 4], spatial_scale=0.25, sampling_ratio=3, pool_mode="max", aligned=False
+    )
     torch.testing.assert_close(kw, op(x, rois, [2, 4], 0.25, 3, "max", False), rtol=0, atol=0)
 
 
@@ -728,12 +922,11 @@ def test_functional_backward():
 
 # --------------------------------------------------------------------------- nn.Module
 
+
 def test_module_matches_op_and_repr():
     x, rois = _data(4, scale=0.5)
-    m = mmops.RoIAlign((2, 3), spatial_scale=0.5, sampling_ratio=2, pool_mode="max",
-                       aligned=False)
-    torch.testing.assert_close(m(x, rois), op(x, rois, [2, 3], 0.5, 2, "max", False),
-                               rtol=0, atol=0)
+    m = mmops.RoIAlign((2, 3), spatial_scale=0.5, sampling_ratio=2, pool_mode="max", aligned=False)
+    torch.testing.assert_close(m(x, rois), op(x, rois, [2, 3], 0.5, 2, "max", False), rtol=0, atol=0)
     r = repr(m)
     assert r.startswith("RoIAlign(")
     for s in ("2", "3", "0.5", "max", "False"):
@@ -759,6 +952,7 @@ def test_module_backward():
 
 # --------------------------------------------------------------------------- CUDA
 
+
 @pytest.mark.cuda
 @pytest.mark.parametrize("pool_mode", ["avg", "max"])
 def test_cuda_matches_reference(pool_mode):
@@ -766,8 +960,9 @@ def test_cuda_matches_reference(pool_mode):
     x = torch.randn(2, 4, 11, 13, dtype=torch.float64, device="cuda")
     rois = random_rois(20, 2, 11, 13, dtype=torch.float64, device="cuda", spatial_scale=0.5)
     out = op(x, rois, [3, 3], 0.5, 0, pool_mode, True)
-    torch.testing.assert_close(out.cpu(), roi_align_ref(x.cpu(), rois, (3, 3), 0.5, 0, pool_mode, True),
-                               **TOL[torch.float64])
+    torch.testing.assert_close(
+        out.cpu(), roi_align_ref(x.cpu(), rois, (3, 3), 0.5, 0, pool_mode, True), **TOL[torch.float64]
+    )
 
 
 @pytest.mark.cuda
@@ -813,8 +1008,9 @@ def test_cuda_strict_index_check_raises(batch_index):
         # valid rois still work in strict mode
         rois[1, 0] = 1.0
         out = op(x, rois, [2, 2], 1.0, 0, "avg", True)
-        torch.testing.assert_close(out.cpu(), op(x.cpu(), rois.cpu(), [2, 2], 1.0, 0, "avg", True),
-                                   **TOL[torch.float32])
+        torch.testing.assert_close(
+            out.cpu(), op(x.cpu(), rois.cpu(), [2, 2], 1.0, 0, "avg", True), **TOL[torch.float32]
+        )
     assert mmops.strict_index_check() == before
 
 
@@ -832,8 +1028,7 @@ def test_cuda_noncontiguous(pool_mode):
     exp, gexp = fwd_bwd(xc, rois, go, *args)
     sliced = torch.empty(2, 6, 8, 20, device="cuda")[:, ::2, :, ::2]
     sliced.copy_(xc)
-    for xv in (xc.to(memory_format=torch.channels_last),
-               xc.transpose(2, 3).contiguous().transpose(2, 3), sliced):
+    for xv in (xc.to(memory_format=torch.channels_last), xc.transpose(2, 3).contiguous().transpose(2, 3), sliced):
         assert not xv.is_contiguous() and torch.equal(xv, xc)
         out, g = fwd_bwd(xv, rois_nc, go.permute(3, 2, 1, 0).contiguous().permute(3, 2, 1, 0), *args)
         torch.testing.assert_close(out, exp, rtol=0, atol=0)
@@ -843,8 +1038,7 @@ def test_cuda_noncontiguous(pool_mode):
 @pytest.mark.cuda
 def test_cuda_nonfinite_rois():
     x = torch.randn(1, 2, 8, 8, device="cuda", requires_grad=True)
-    rois = torch.tensor([[0, math.nan, 1, 5, 5], [0, 1, math.inf, 5, 5], [0, 1, 1, 5, -math.inf]],
-                        device="cuda")
+    rois = torch.tensor([[0, math.nan, 1, 5, 5], [0, 1, math.inf, 5, 5], [0, 1, 1, 5, -math.inf]], device="cuda")
     for mode in ("avg", "max"):
         out = op(x, rois, [2, 2], 1.0, 0, mode, True)
         assert torch.equal(out, torch.zeros_like(out))
@@ -862,8 +1056,7 @@ def test_cuda_matches_torchvision(aligned, dtype):
     torch.manual_seed(4)
     for sampling_ratio in (0, 1, 2, 3):
         x = torch.randn(2, 3, 12, 9, dtype=dtype, device="cuda")
-        rois = random_rois(15, 2, 12, 9, dtype=dtype, device="cuda", spatial_scale=0.5,
-                           ordered=True)
+        rois = random_rois(15, 2, 12, 9, dtype=dtype, device="cuda", spatial_scale=0.5, ordered=True)
         go = torch.randn(15, 3, 3, 3, dtype=dtype, device="cuda")
         out, g = fwd_bwd(x, rois, go, [3, 3], 0.5, sampling_ratio, "avg", aligned)
         xt = x.clone().requires_grad_(True)
@@ -1021,5 +1214,3 @@ def test_cuda_channels_last_equals_contiguous(pool_mode, dtype):
     # the float atomics add in another order: rounding differs, in the last bit of 16-bit types
     tol = TOL[dtype] if dtype == torch.float32 else LOW_TOL[dtype]
     torch.testing.assert_close(g, g_cl, **tol)
-
-

@@ -1,14 +1,21 @@
 """Tests of mmops::roi_pool: the conformance case, then the float64 reference, known
 vectors, gradcheck, torchvision, special inputs and the CUDA-specific tests."""
+
 import math
 
 import pytest
 import torch
+from conformance import BadInput, ConformanceCase, ConformanceSuite, Sample
+from conftest import (
+    TOL,
+    deterministic_algorithms,
+    random_rois,
+    requires_torchvision,
+    strict_index_check,
+    with_batch_index,
+)
 
 import mmops
-from conformance import BadInput, ConformanceCase, ConformanceSuite, Sample
-from conftest import (TOL, deterministic_algorithms, random_rois, requires_torchvision, strict_index_check,
-                      with_batch_index)
 
 op = torch.ops.mmops.roi_pool
 
@@ -16,6 +23,7 @@ CASES = [((1, 1, 5, 5), (2, 2)), ((2, 3, 7, 12), (3, 4)), ((3, 5, 20, 9), (7, 5)
 
 
 # --------------------------------------------------------------------------- reference
+
 
 def _round_away(v):
     return math.floor(v + 0.5) if v >= 0 else -math.floor(-v + 0.5)
@@ -89,6 +97,7 @@ def grad_of(x, rois, go, out_size, scale):
 
 # --------------------------------------------------------------------------- conformance
 
+
 def _sample(device, dtype, size):
     (N, C, H, W), K = ((2, 3, 10, 12), 6) if size == 0 else ((3, 4, 14, 9), 9)
     torch.manual_seed(20 + size)
@@ -99,9 +108,10 @@ def _sample(device, dtype, size):
 
 def _empty(device, dtype):
     f = dict(dtype=dtype, device=device)
-    return [Sample((torch.randn(2, 3, 6, 7, **f), torch.zeros(0, 5, **f), [2, 3], 1.0), out_shapes=[(0, 3, 2, 3)]),
-            Sample((torch.randn(2, 0, 6, 7, **f), random_rois(4, 2, 6, 7, **f), [2, 3], 1.0),
-                   out_shapes=[(4, 0, 2, 3)])]
+    return [
+        Sample((torch.randn(2, 3, 6, 7, **f), torch.zeros(0, 5, **f), [2, 3], 1.0), out_shapes=[(0, 3, 2, 3)]),
+        Sample((torch.randn(2, 0, 6, 7, **f), random_rois(4, 2, 6, 7, **f), [2, 3], 1.0), out_shapes=[(4, 0, 2, 3)]),
+    ]
 
 
 def _cuda_samples(dtype):
@@ -135,8 +145,9 @@ class _Net(torch.nn.Module):
             square = torch.ops.mmops.roi_pool(x, rois, [2, 2], 0.5)
         else:
             square = mmops.roi_pool(x, rois, 2, 0.5)
-        computed = (torch.ops.mmops.roi_pool(x * 1.5, rois, [3, 2], 0.5).sin()
-                    + square.mean(dim=(2, 3), keepdim=True)).sum(dim=1)
+        computed = (
+            torch.ops.mmops.roi_pool(x * 1.5, rois, [3, 2], 0.5).sin() + square.mean(dim=(2, 3), keepdim=True)
+        ).sum(dim=1)
         net = self.pool(x * 2.0, rois) + torch.ops.mmops.roi_pool(x, rois, [3, 2], 0.25)
         return computed, net
 
@@ -154,8 +165,16 @@ def _message(text):
 
 CONFORMANCE = [
     ConformanceCase(
-        "roi_pool", op, _sample, grad_args=(0,), feature_args=(0,), empty=_empty, module=_Net, helpers=_helpers,
-        cuda_samples=_cuda_samples, cuda_tol=_cuda_tol,
+        "roi_pool",
+        op,
+        _sample,
+        grad_args=(0,),
+        feature_args=(0,),
+        empty=_empty,
+        module=_Net,
+        helpers=_helpers,
+        cuda_samples=_cuda_samples,
+        cuda_tol=_cuda_tol,
         bad_inputs={
             "input_3d": BadInput(lambda x, r, *o: (x[0], r, [2, 2], 1.0), _message("input")),
             "rois_1d": BadInput(lambda x, r, *o: (x, r[0], [2, 2], 1.0), _message("rois")),
@@ -167,9 +186,14 @@ CONFORMANCE = [
             "spatial_scale_zero": BadInput(lambda x, r, *o: (x, r, [2, 2], 0.0), _message("spatial_scale")),
             "spatial_scale_nan": BadInput(lambda x, r, *o: (x, r, [2, 2], math.nan), _message("spatial_scale")),
             "spatial_scale_inf": BadInput(lambda x, r, *o: (x, r, [2, 2], math.inf), _message("spatial_scale")),
-            **{f"batch_index_{v}": BadInput(lambda x, r, *o, v=v: (x, with_batch_index(r, 2, v), [2, 2], 1.0),
-                                            "roi_pool: the batch index") for v in (-1.0, 2.0, 7.0, math.nan)},
-        }),
+            **{
+                f"batch_index_{v}": BadInput(
+                    lambda x, r, *o, v=v: (x, with_batch_index(r, 2, v), [2, 2], 1.0), "roi_pool: the batch index"
+                )
+                for v in (-1.0, 2.0, 7.0, math.nan)
+            },
+        },
+    ),
 ]
 
 
@@ -178,6 +202,7 @@ class TestRoIPoolConformance(ConformanceSuite):
 
 
 # --------------------------------------------------------------------------- forward / backward
+
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
 @pytest.mark.parametrize("scale", [1.0, 0.5, 0.25])
@@ -217,42 +242,86 @@ def test_low_precision_matches_reference(dtype):
 # (input, roi, output_size, scale, output, grad of output.sum()), derived by hand
 KNOWN = [
     # 4x4 ramp, box over the whole map, 2x2 bins of 2x2 pixels
-    (torch.arange(16.).reshape(1, 1, 4, 4), [0, 0, 0, 3, 3], (2, 2), 1.0,
-     [[5., 7.], [13., 15.]],
-     [[0, 0, 0, 0], [0, 1, 0, 1], [0, 0, 0, 0], [0, 1, 0, 1]]),
+    (
+        torch.arange(16.0).reshape(1, 1, 4, 4),
+        [0, 0, 0, 3, 3],
+        (2, 2),
+        1.0,
+        [[5.0, 7.0], [13.0, 15.0]],
+        [[0, 0, 0, 0], [0, 1, 0, 1], [0, 0, 0, 0], [0, 1, 0, 1]],
+    ),
     # rounding half away from zero: x1=round(0.4)=0, y1=round(0.6)=1, x2=y2=round(2.5)=3
-    (torch.arange(16.).reshape(1, 1, 4, 4), [0, 0.4, 0.6, 2.5, 2.5], (1, 1), 1.0,
-     [[15.]], [[0, 0, 0, 0], [0, 0, 0, 0], [0, 0, 0, 0], [0, 0, 0, 1]]),
+    (
+        torch.arange(16.0).reshape(1, 1, 4, 4),
+        [0, 0.4, 0.6, 2.5, 2.5],
+        (1, 1),
+        1.0,
+        [[15.0]],
+        [[0, 0, 0, 0], [0, 0, 0, 0], [0, 0, 0, 0], [0, 0, 0, 1]],
+    ),
     # ... and with spatial_scale 0.5: (0.8, 1.2, 5, 5) * 0.5 -> 0.4, 0.6, 2.5, 2.5 -> same box
-    (torch.arange(16.).reshape(1, 1, 4, 4), [0, 0.8, 1.2, 5, 5], (1, 1), 0.5,
-     [[15.]], [[0, 0, 0, 0], [0, 0, 0, 0], [0, 0, 0, 0], [0, 0, 0, 1]]),
+    (
+        torch.arange(16.0).reshape(1, 1, 4, 4),
+        [0, 0.8, 1.2, 5, 5],
+        (1, 1),
+        0.5,
+        [[15.0]],
+        [[0, 0, 0, 0], [0, 0, 0, 0], [0, 0, 0, 0], [0, 0, 0, 1]],
+    ),
     # one-pixel box, 3x3 output: every bin is that pixel (gradient 9)
-    (torch.arange(16.).reshape(1, 1, 4, 4), [0, 1, 2, 1, 2], (3, 3), 1.0,
-     [[9.] * 3] * 3, [[0, 0, 0, 0], [0, 0, 0, 0], [0, 9, 0, 0], [0, 0, 0, 0]]),
+    (
+        torch.arange(16.0).reshape(1, 1, 4, 4),
+        [0, 1, 2, 1, 2],
+        (3, 3),
+        1.0,
+        [[9.0] * 3] * 3,
+        [[0, 0, 0, 0], [0, 0, 0, 0], [0, 9, 0, 0], [0, 0, 0, 0]],
+    ),
     # box outside the map: empty bins -> 0, no gradient
-    (torch.arange(16.).reshape(1, 1, 4, 4), [0, 10, 10, 12, 12], (2, 2), 1.0,
-     [[0., 0.], [0., 0.]], [[0] * 4] * 4),
+    (torch.arange(16.0).reshape(1, 1, 4, 4), [0, 10, 10, 12, 12], (2, 2), 1.0, [[0.0, 0.0], [0.0, 0.0]], [[0] * 4] * 4),
     # negative values, box partly outside: 5x5 box from (-3, -3), bins 5 x 2.5 wide: the left
     # bin covers x in [-3, 0) (outside: empty, 0), the right one x in [-1, 2) -> clamped to
     # [0, 2), y in [0, 2): max -1 (no 0 floor)
-    (-torch.arange(1., 17.).reshape(1, 1, 4, 4), [0, -3, -3, 1, 1], (1, 2), 1.0,
-     [[0., -1.]], [[1, 0, 0, 0], [0, 0, 0, 0], [0, 0, 0, 0], [0, 0, 0, 0]]),
+    (
+        -torch.arange(1.0, 17.0).reshape(1, 1, 4, 4),
+        [0, -3, -3, 1, 1],
+        (1, 2),
+        1.0,
+        [[0.0, -1.0]],
+        [[1, 0, 0, 0], [0, 0, 0, 0], [0, 0, 0, 0], [0, 0, 0, 0]],
+    ),
     # ties: the first maximum (row-major) wins
-    (torch.zeros(1, 1, 4, 4), [0, 1, 1, 2, 2], (1, 1), 1.0,
-     [[0.]], [[0, 0, 0, 0], [0, 1, 0, 0], [0, 0, 0, 0], [0, 0, 0, 0]]),
+    (
+        torch.zeros(1, 1, 4, 4),
+        [0, 1, 1, 2, 2],
+        (1, 1),
+        1.0,
+        [[0.0]],
+        [[0, 0, 0, 0], [0, 1, 0, 0], [0, 0, 0, 0], [0, 0, 0, 0]],
+    ),
 ]
 
 
 # mmcv's tests/test_ops/test_roi_pool.py: 2x2 output, spatial_scale 1; gradients of output.sum()
 MMCV_VECTORS = [
-    ([[[[1., 2.], [3., 4.]]]], [[0., 0., 0., 1., 1.]],
-     [[[[1., 2.], [3., 4.]]]], [[[[1., 1.], [1., 1.]]]]),
-    ([[[[1., 2.], [3., 4.]], [[4., 3.], [2., 1.]]]], [[0., 0., 0., 1., 1.]],
-     [[[[1., 2.], [3., 4.]], [[4., 3.], [2., 1.]]]], [[[[1., 1.], [1., 1.]], [[1., 1.], [1., 1.]]]]),
-    ([[[[1., 2., 5., 6.], [3., 4., 7., 8.], [9., 10., 13., 14.], [11., 12., 15., 16.]]]],
-     [[0., 0., 0., 3., 3.]],
-     [[[[4., 8.], [12., 16.]]]],
-     [[[[0., 0., 0., 0.], [0., 1., 0., 1.], [0., 0., 0., 0.], [0., 1., 0., 1.]]]]),
+    (
+        [[[[1.0, 2.0], [3.0, 4.0]]]],
+        [[0.0, 0.0, 0.0, 1.0, 1.0]],
+        [[[[1.0, 2.0], [3.0, 4.0]]]],
+        [[[[1.0, 1.0], [1.0, 1.0]]]],
+    ),
+    (
+        [[[[1.0, 2.0], [3.0, 4.0]], [[4.0, 3.0], [2.0, 1.0]]]],
+        [[0.0, 0.0, 0.0, 1.0, 1.0]],
+        [[[[1.0, 2.0], [3.0, 4.0]], [[4.0, 3.0], [2.0, 1.0]]]],
+        [[[[1.0, 1.0], [1.0, 1.0]], [[1.0, 1.0], [1.0, 1.0]]]],
+    ),
+    (
+        [[[[1.0, 2.0, 5.0, 6.0], [3.0, 4.0, 7.0, 8.0], [9.0, 10.0, 13.0, 14.0], [11.0, 12.0, 15.0, 16.0]]]],
+        [[0.0, 0.0, 0.0, 3.0, 3.0]],
+        [[[[4.0, 8.0], [12.0, 16.0]]]],
+        [[[[0.0, 0.0, 0.0, 0.0], [0.0, 1.0, 0.0, 1.0], [0.0, 0.0, 0.0, 0.0], [0.0, 1.0, 0.0, 1.0]]]],
+    ),
 ]
 
 
@@ -280,16 +349,18 @@ def test_known_vectors(case, dtype):
 
 def test_reference_reproduces_known_vectors():
     for inp, roi, out_size, scale, out, grad in KNOWN:
-        exp, gexp = roi_pool_ref(inp.double(), torch.tensor([roi], dtype=torch.float64), out_size, scale,
-                                 torch.ones(1, 1, *out_size))
+        exp, gexp = roi_pool_ref(
+            inp.double(), torch.tensor([roi], dtype=torch.float64), out_size, scale, torch.ones(1, 1, *out_size)
+        )
         torch.testing.assert_close(exp, torch.tensor(out, dtype=torch.float64)[None, None])
         torch.testing.assert_close(gexp, torch.tensor(grad, dtype=torch.float64)[None, None])
 
 
 def test_argmax_of_helper_op():
-    x = torch.arange(16.).reshape(1, 1, 4, 4)
-    out, argmax = torch.ops.mmops._roi_pool_forward(x, torch.tensor([[0, 0, 0, 3, 3.], [0, 9, 9, 12, 12.]]),
-                                                    [2, 2], 1.0)
+    x = torch.arange(16.0).reshape(1, 1, 4, 4)
+    out, argmax = torch.ops.mmops._roi_pool_forward(
+        x, torch.tensor([[0, 0, 0, 3, 3.0], [0, 9, 9, 12, 12.0]]), [2, 2], 1.0
+    )
     assert argmax.dtype == torch.int32
     assert argmax[0, 0].tolist() == [[5, 7], [13, 15]]
     assert argmax[1, 0].tolist() == [[-1, -1], [-1, -1]]
@@ -297,13 +368,15 @@ def test_argmax_of_helper_op():
 
 # --------------------------------------------------------------------------- gradcheck
 
+
 def test_gradcheck():
     torch.manual_seed(2)
     H, W = 9, 11
     # well separated values (steps of 0.25 >> eps): no argmax flips under finite differences
     x = (torch.randperm(2 * 3 * H * W, dtype=torch.float64).reshape(2, 3, H, W) / 4.0).requires_grad_(True)
-    rois = torch.tensor([[0, 0.9, 1.2, 8.3, 7.4], [1, 2.1, 0.8, 4.2, 3.3], [1, -2, -1, 12, 10],
-                         [0, 5, 5, 5, 5]], dtype=torch.float64)
+    rois = torch.tensor(
+        [[0, 0.9, 1.2, 8.3, 7.4], [1, 2.1, 0.8, 4.2, 3.3], [1, -2, -1, 12, 10], [0, 5, 5, 5, 5]], dtype=torch.float64
+    )
     assert torch.autograd.gradcheck(lambda t: op(t, rois, [3, 2], 1.0), (x,), check_batched_grad=False)
     assert torch.autograd.gradcheck(lambda t: mmops.roi_pool(t, rois, 2, 0.5), (x,), check_batched_grad=False)
 
@@ -319,6 +392,7 @@ def test_double_backward_raises():
 
 
 # --------------------------------------------------------------------------- torchvision
+
 
 @requires_torchvision
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
@@ -375,8 +449,9 @@ def test_huge_coordinates_are_clamped():
     # the box covers the map and much more; the first bins hold the whole map
     assert torch.isfinite(out).all()
     out2 = op(x, rois, [2, 2], 1.0)
-    exp, _ = roi_pool_ref(x, torch.tensor([[0, -2.0**24, -2.0**24, 2.0**24, 2.0**24]], dtype=torch.float64),
-                          (2, 2), 1.0)
+    exp, _ = roi_pool_ref(
+        x, torch.tensor([[0, -(2.0**24), -(2.0**24), 2.0**24, 2.0**24]], dtype=torch.float64), (2, 2), 1.0
+    )
     torch.testing.assert_close(out2, exp)
 
 
@@ -418,6 +493,7 @@ def test_noncontiguous_input(layout):
 
 # --------------------------------------------------------------------------- errors
 
+
 def _good():
     return torch.randn(2, 3, 6, 6), random_rois(4, 2, 6, 6)
 
@@ -446,6 +522,7 @@ def test_backward_helper_checks():
 
 
 # --------------------------------------------------------------------------- Python API
+
 
 def test_functional_and_module():
     torch.manual_seed(6)
@@ -481,11 +558,16 @@ def test_cuda_large_map_ties_and_nan_match_cpu(dtype, layout):
     x[0, 2, 10:40, 5:60:7] = math.nan
     x[1, 3, 3::9, 2::5] = math.nan
     x = x.to(dtype)
-    rois = torch.cat([random_rois(60, N, H, W, dtype=torch.float64, spatial_scale=0.5),
-                      torch.tensor([[0, 0.0, 0.0, 2 * W, 2 * H], [1, 8.0, 30.0, 130.0, 90.0]])]).to(dtype)
+    rois = torch.cat(
+        [
+            random_rois(60, N, H, W, dtype=torch.float64, spatial_scale=0.5),
+            torch.tensor([[0, 0.0, 0.0, 2 * W, 2 * H], [1, 8.0, 30.0, 130.0, 90.0]]),
+        ]
+    ).to(dtype)
     for out_size in ((7, 7), (3, 5), (1, 1)):
-        out, arg = torch.ops.mmops._roi_pool_forward(x.cuda().contiguous(memory_format=fmt), rois.cuda(),
-                                                     list(out_size), 0.5)
+        out, arg = torch.ops.mmops._roi_pool_forward(
+            x.cuda().contiguous(memory_format=fmt), rois.cuda(), list(out_size), 0.5
+        )
         exp, earg = torch.ops.mmops._roi_pool_forward(x, rois, list(out_size), 0.5)
         assert torch.equal(arg.cpu(), earg)
         torch.testing.assert_close(out.cpu(), exp, rtol=0, atol=0, equal_nan=True)
