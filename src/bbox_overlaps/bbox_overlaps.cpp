@@ -49,16 +49,9 @@ at::Tensor bbox_overlaps(const at::Tensor& bboxes1, const at::Tensor& bboxes2, c
 
 } // namespace mmops
 
-TORCH_LIBRARY_IMPL(mmops, CPU, m) {
-  using namespace mmops;
-  m.impl("bbox_overlaps", &bbox_overlaps_entry<kernels::bbox_overlaps_cpu>);
-  m.impl("_bbox_overlaps_backward", &bbox_overlaps_backward_entry<kernels::bbox_overlaps_backward_cpu>);
-}
+// Registered for CPU and CUDA by MMOPS_REGISTER_DEVICE_ENTRIES (common/dispatch.h).
+#define MMOPS_BBOX_OVERLAPS_ENTRIES(m, device)                                    \
+  m.impl("bbox_overlaps", &bbox_overlaps_entry<kernels::bbox_overlaps_##device>); \
+  m.impl("_bbox_overlaps_backward", &bbox_overlaps_backward_entry<kernels::bbox_overlaps_backward_##device>);
 
-#ifdef MMOPS_WITH_CUDA
-TORCH_LIBRARY_IMPL(mmops, CUDA, m) {
-  using namespace mmops;
-  m.impl("bbox_overlaps", &bbox_overlaps_entry<kernels::bbox_overlaps_cuda>);
-  m.impl("_bbox_overlaps_backward", &bbox_overlaps_backward_entry<kernels::bbox_overlaps_backward_cuda>);
-}
-#endif
+MMOPS_REGISTER_DEVICE_ENTRIES(MMOPS_BBOX_OVERLAPS_ENTRIES)

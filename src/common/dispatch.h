@@ -8,6 +8,7 @@
 // so the signature is spelled once, next to the schema it mirrors.
 
 #include <ATen/core/dispatch/Dispatcher.h>
+#include <torch/library.h>
 
 namespace mmops {
 namespace detail {
@@ -19,3 +20,25 @@ c10::TypedOperatorHandle<Fn> op_handle(const char* qualified_name) {
 
 } // namespace detail
 } // namespace mmops
+
+// Registers a family's device entries once for both devices. ENTRIES(m, device)
+// is the family's list of `m.impl("<op>", &<entry><kernels::<kernel>_##device>);`
+// lines; it is expanded with `cpu` for the CPU dispatch key and, when the CUDA
+// kernels are built, with `cuda` for the CUDA one (kernels::<kernel>_cpu / _cuda).
+#ifdef MMOPS_WITH_CUDA
+#define MMOPS_REGISTER_DEVICE_ENTRIES(ENTRIES) \
+  TORCH_LIBRARY_IMPL(mmops, CPU, m) {          \
+    using namespace mmops;                     \
+    ENTRIES(m, cpu)                            \
+  }                                            \
+  TORCH_LIBRARY_IMPL(mmops, CUDA, m) {         \
+    using namespace mmops;                     \
+    ENTRIES(m, cuda)                           \
+  }
+#else
+#define MMOPS_REGISTER_DEVICE_ENTRIES(ENTRIES) \
+  TORCH_LIBRARY_IMPL(mmops, CPU, m) {          \
+    using namespace mmops;                     \
+    ENTRIES(m, cpu)                            \
+  }
+#endif

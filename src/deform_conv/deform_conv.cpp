@@ -95,18 +95,10 @@ at::Tensor modulated_deform_conv2d(const at::Tensor& input, const at::Tensor& of
 
 } // namespace mmops
 
-TORCH_LIBRARY_IMPL(mmops, CPU, m) {
-  using namespace mmops;
-  m.impl("deform_conv2d", &deform_conv2d_entry<kernels::deform_conv2d_forward_cpu>);
-  m.impl("modulated_deform_conv2d", &modulated_deform_conv2d_entry<kernels::deform_conv2d_forward_cpu>);
-  m.impl("_deform_conv2d_backward", &backward_entry<kernels::deform_conv2d_backward_cpu>);
-}
+// Registered for CPU and CUDA by MMOPS_REGISTER_DEVICE_ENTRIES (common/dispatch.h).
+#define MMOPS_DEFORM_CONV_ENTRIES(m, device)                                                                  \
+  m.impl("deform_conv2d", &deform_conv2d_entry<kernels::deform_conv2d_forward_##device>);                     \
+  m.impl("modulated_deform_conv2d", &modulated_deform_conv2d_entry<kernels::deform_conv2d_forward_##device>); \
+  m.impl("_deform_conv2d_backward", &backward_entry<kernels::deform_conv2d_backward_##device>);
 
-#ifdef MMOPS_WITH_CUDA
-TORCH_LIBRARY_IMPL(mmops, CUDA, m) {
-  using namespace mmops;
-  m.impl("deform_conv2d", &deform_conv2d_entry<kernels::deform_conv2d_forward_cuda>);
-  m.impl("modulated_deform_conv2d", &modulated_deform_conv2d_entry<kernels::deform_conv2d_forward_cuda>);
-  m.impl("_deform_conv2d_backward", &backward_entry<kernels::deform_conv2d_backward_cuda>);
-}
-#endif
+MMOPS_REGISTER_DEVICE_ENTRIES(MMOPS_DEFORM_CONV_ENTRIES)

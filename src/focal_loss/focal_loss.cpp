@@ -108,20 +108,11 @@ at::Tensor softmax_focal_loss(const at::Tensor& input, const at::Tensor& target,
 
 } // namespace mmops
 
-TORCH_LIBRARY_IMPL(mmops, CPU, m) {
-  using namespace mmops;
-  m.impl("sigmoid_focal_loss", &sigmoid_entry<kernels::sigmoid_focal_loss_forward_cpu>);
-  m.impl("_sigmoid_focal_loss_backward", &sigmoid_backward_entry<kernels::sigmoid_focal_loss_backward_cpu>);
-  m.impl("softmax_focal_loss", &softmax_entry<kernels::softmax_focal_loss_forward_cpu>);
-  m.impl("_softmax_focal_loss_backward", &softmax_backward_entry<kernels::softmax_focal_loss_backward_cpu>);
-}
+// Registered for CPU and CUDA by MMOPS_REGISTER_DEVICE_ENTRIES (common/dispatch.h).
+#define MMOPS_FOCAL_LOSS_ENTRIES(m, device)                                                                       \
+  m.impl("sigmoid_focal_loss", &sigmoid_entry<kernels::sigmoid_focal_loss_forward_##device>);                     \
+  m.impl("_sigmoid_focal_loss_backward", &sigmoid_backward_entry<kernels::sigmoid_focal_loss_backward_##device>); \
+  m.impl("softmax_focal_loss", &softmax_entry<kernels::softmax_focal_loss_forward_##device>);                     \
+  m.impl("_softmax_focal_loss_backward", &softmax_backward_entry<kernels::softmax_focal_loss_backward_##device>);
 
-#ifdef MMOPS_WITH_CUDA
-TORCH_LIBRARY_IMPL(mmops, CUDA, m) {
-  using namespace mmops;
-  m.impl("sigmoid_focal_loss", &sigmoid_entry<kernels::sigmoid_focal_loss_forward_cuda>);
-  m.impl("_sigmoid_focal_loss_backward", &sigmoid_backward_entry<kernels::sigmoid_focal_loss_backward_cuda>);
-  m.impl("softmax_focal_loss", &softmax_entry<kernels::softmax_focal_loss_forward_cuda>);
-  m.impl("_softmax_focal_loss_backward", &softmax_backward_entry<kernels::softmax_focal_loss_backward_cuda>);
-}
-#endif
+MMOPS_REGISTER_DEVICE_ENTRIES(MMOPS_FOCAL_LOSS_ENTRIES)

@@ -68,16 +68,9 @@ at::Tensor ms_deform_attn(const at::Tensor& value, const at::Tensor& spatial_sha
 
 } // namespace mmops
 
-TORCH_LIBRARY_IMPL(mmops, CPU, m) {
-  using namespace mmops;
-  m.impl("ms_deform_attn", &forward_entry<kernels::ms_deform_attn_forward_cpu>);
-  m.impl("_ms_deform_attn_backward", &backward_entry<kernels::ms_deform_attn_backward_cpu>);
-}
+// Registered for CPU and CUDA by MMOPS_REGISTER_DEVICE_ENTRIES (common/dispatch.h).
+#define MMOPS_MS_DEFORM_ATTN_ENTRIES(m, device)                                       \
+  m.impl("ms_deform_attn", &forward_entry<kernels::ms_deform_attn_forward_##device>); \
+  m.impl("_ms_deform_attn_backward", &backward_entry<kernels::ms_deform_attn_backward_##device>);
 
-#ifdef MMOPS_WITH_CUDA
-TORCH_LIBRARY_IMPL(mmops, CUDA, m) {
-  using namespace mmops;
-  m.impl("ms_deform_attn", &forward_entry<kernels::ms_deform_attn_forward_cuda>);
-  m.impl("_ms_deform_attn_backward", &backward_entry<kernels::ms_deform_attn_backward_cuda>);
-}
-#endif
+MMOPS_REGISTER_DEVICE_ENTRIES(MMOPS_MS_DEFORM_ATTN_ENTRIES)

@@ -81,21 +81,13 @@ std::tuple<at::Tensor, at::Tensor> soft_nms(const at::Tensor& boxes, const at::T
 
 } // namespace mmops
 
-TORCH_LIBRARY_IMPL(mmops, CPU, m) {
-  using namespace mmops;
-  m.impl("nms", &nms_entry<kernels::nms_cpu>);
-  m.impl("batched_nms", &batched_nms_entry<kernels::nms_cpu>);
-  m.impl("soft_nms", &soft_nms_entry<kernels::soft_nms_cpu>);
-}
+// Registered for CPU and CUDA by MMOPS_REGISTER_DEVICE_ENTRIES (common/dispatch.h).
+#define MMOPS_NMS_ENTRIES(m, device)                                \
+  m.impl("nms", &nms_entry<kernels::nms_##device>);                 \
+  m.impl("batched_nms", &batched_nms_entry<kernels::nms_##device>); \
+  m.impl("soft_nms", &soft_nms_entry<kernels::soft_nms_##device>);
 
-#ifdef MMOPS_WITH_CUDA
-TORCH_LIBRARY_IMPL(mmops, CUDA, m) {
-  using namespace mmops;
-  m.impl("nms", &nms_entry<kernels::nms_cuda>);
-  m.impl("batched_nms", &batched_nms_entry<kernels::nms_cuda>);
-  m.impl("soft_nms", &soft_nms_entry<kernels::soft_nms_cuda>);
-}
-#endif
+MMOPS_REGISTER_DEVICE_ENTRIES(MMOPS_NMS_ENTRIES)
 
 // Every backend, fake and meta tensors included.
 TORCH_LIBRARY_IMPL(mmops, CompositeExplicitAutograd, m) {

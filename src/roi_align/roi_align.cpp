@@ -156,24 +156,13 @@ at::Tensor multi_level_roi_align(at::TensorList features, const at::Tensor& rois
 
 } // namespace mmops
 
-TORCH_LIBRARY_IMPL(mmops, CPU, m) {
-  using namespace mmops;
-  m.impl("roi_align", &roi_align_entry<kernels::roi_align_forward_cpu>);
-  m.impl("_roi_align_forward", &roi_align_forward_entry<kernels::roi_align_forward_cpu>);
-  m.impl("_roi_align_backward", &roi_align_backward_entry<kernels::roi_align_backward_cpu>);
-  m.impl("multi_level_roi_align", &multi_level_entry<kernels::roi_align_forward_cpu>);
-  m.impl("_multi_level_roi_align_forward", &multi_level_forward_entry<kernels::roi_align_forward_cpu>);
-  m.impl("_multi_level_roi_align_backward", &multi_level_backward_entry<kernels::roi_align_backward_cpu>);
-}
+// Registered for CPU and CUDA by MMOPS_REGISTER_DEVICE_ENTRIES (common/dispatch.h).
+#define MMOPS_ROI_ALIGN_ENTRIES(m, device)                                                                   \
+  m.impl("roi_align", &roi_align_entry<kernels::roi_align_forward_##device>);                                \
+  m.impl("_roi_align_forward", &roi_align_forward_entry<kernels::roi_align_forward_##device>);               \
+  m.impl("_roi_align_backward", &roi_align_backward_entry<kernels::roi_align_backward_##device>);            \
+  m.impl("multi_level_roi_align", &multi_level_entry<kernels::roi_align_forward_##device>);                  \
+  m.impl("_multi_level_roi_align_forward", &multi_level_forward_entry<kernels::roi_align_forward_##device>); \
+  m.impl("_multi_level_roi_align_backward", &multi_level_backward_entry<kernels::roi_align_backward_##device>);
 
-#ifdef MMOPS_WITH_CUDA
-TORCH_LIBRARY_IMPL(mmops, CUDA, m) {
-  using namespace mmops;
-  m.impl("roi_align", &roi_align_entry<kernels::roi_align_forward_cuda>);
-  m.impl("_roi_align_forward", &roi_align_forward_entry<kernels::roi_align_forward_cuda>);
-  m.impl("_roi_align_backward", &roi_align_backward_entry<kernels::roi_align_backward_cuda>);
-  m.impl("multi_level_roi_align", &multi_level_entry<kernels::roi_align_forward_cuda>);
-  m.impl("_multi_level_roi_align_forward", &multi_level_forward_entry<kernels::roi_align_forward_cuda>);
-  m.impl("_multi_level_roi_align_backward", &multi_level_backward_entry<kernels::roi_align_backward_cuda>);
-}
-#endif
+MMOPS_REGISTER_DEVICE_ENTRIES(MMOPS_ROI_ALIGN_ENTRIES)

@@ -76,18 +76,10 @@ at::Tensor roi_pool(const at::Tensor& input, const at::Tensor& rois, at::IntArra
 
 } // namespace mmops
 
-TORCH_LIBRARY_IMPL(mmops, CPU, m) {
-  using namespace mmops;
-  m.impl("roi_pool", &roi_pool_entry<kernels::roi_pool_forward_cpu>);
-  m.impl("_roi_pool_forward", &forward_entry<kernels::roi_pool_forward_cpu>);
-  m.impl("_roi_pool_backward", &backward_entry<kernels::roi_pool_backward_cpu>);
-}
+// Registered for CPU and CUDA by MMOPS_REGISTER_DEVICE_ENTRIES (common/dispatch.h).
+#define MMOPS_ROI_POOL_ENTRIES(m, device)                                          \
+  m.impl("roi_pool", &roi_pool_entry<kernels::roi_pool_forward_##device>);         \
+  m.impl("_roi_pool_forward", &forward_entry<kernels::roi_pool_forward_##device>); \
+  m.impl("_roi_pool_backward", &backward_entry<kernels::roi_pool_backward_##device>);
 
-#ifdef MMOPS_WITH_CUDA
-TORCH_LIBRARY_IMPL(mmops, CUDA, m) {
-  using namespace mmops;
-  m.impl("roi_pool", &roi_pool_entry<kernels::roi_pool_forward_cuda>);
-  m.impl("_roi_pool_forward", &forward_entry<kernels::roi_pool_forward_cuda>);
-  m.impl("_roi_pool_backward", &backward_entry<kernels::roi_pool_backward_cuda>);
-}
-#endif
+MMOPS_REGISTER_DEVICE_ENTRIES(MMOPS_ROI_POOL_ENTRIES)
