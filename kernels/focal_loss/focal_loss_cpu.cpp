@@ -211,34 +211,22 @@ at::Tensor softmax_backward(const FocalInputs& in, const FocalLossParams& p) {
 #define MMOPS_FOCAL_DISPATCH(dtype, name, ...) \
   AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, dtype, name, __VA_ARGS__)
 
-at::Tensor sigmoid_focal_loss_forward_cpu(const at::Tensor& input, const at::Tensor& target, const at::Tensor& weight,
-                                          const FocalLossParams& p) {
+at::Tensor focal_loss_forward_cpu(const at::Tensor& input, const at::Tensor& target, const at::Tensor& weight,
+                                  const FocalLossParams& p) {
   const FocalInputs in(input, target, weight);
-  return MMOPS_FOCAL_DISPATCH(input.scalar_type(), "mmops::sigmoid_focal_loss (CPU)",
-                              [&] { return sigmoid_forward<scalar_t>(in, p); });
+  const bool sigmoid = p.kind == FocalKind::Sigmoid;
+  return MMOPS_FOCAL_DISPATCH(input.scalar_type(), "mmops::focal_loss (CPU)", [&] {
+    return sigmoid ? sigmoid_forward<scalar_t>(in, p) : softmax_forward<scalar_t>(in, p);
+  });
 }
 
-at::Tensor sigmoid_focal_loss_backward_cpu(const at::Tensor& grad_output, const at::Tensor& input,
-                                           const at::Tensor& target, const at::Tensor& weight,
-                                           const FocalLossParams& p) {
+at::Tensor focal_loss_backward_cpu(const at::Tensor& grad_output, const at::Tensor& input, const at::Tensor& target,
+                                   const at::Tensor& weight, const FocalLossParams& p) {
   const FocalInputs in(input, target, weight, grad_output);
-  return MMOPS_FOCAL_DISPATCH(input.scalar_type(), "mmops::sigmoid_focal_loss backward (CPU)",
-                              [&] { return sigmoid_backward<scalar_t>(in, p); });
-}
-
-at::Tensor softmax_focal_loss_forward_cpu(const at::Tensor& input, const at::Tensor& target, const at::Tensor& weight,
-                                          const FocalLossParams& p) {
-  const FocalInputs in(input, target, weight);
-  return MMOPS_FOCAL_DISPATCH(input.scalar_type(), "mmops::softmax_focal_loss (CPU)",
-                              [&] { return softmax_forward<scalar_t>(in, p); });
-}
-
-at::Tensor softmax_focal_loss_backward_cpu(const at::Tensor& grad_output, const at::Tensor& input,
-                                           const at::Tensor& target, const at::Tensor& weight,
-                                           const FocalLossParams& p) {
-  const FocalInputs in(input, target, weight, grad_output);
-  return MMOPS_FOCAL_DISPATCH(input.scalar_type(), "mmops::softmax_focal_loss backward (CPU)",
-                              [&] { return softmax_backward<scalar_t>(in, p); });
+  const bool sigmoid = p.kind == FocalKind::Sigmoid;
+  return MMOPS_FOCAL_DISPATCH(input.scalar_type(), "mmops::focal_loss backward (CPU)", [&] {
+    return sigmoid ? sigmoid_backward<scalar_t>(in, p) : softmax_backward<scalar_t>(in, p);
+  });
 }
 
 } // namespace kernels

@@ -308,19 +308,12 @@ void with_index_type(int64_t total, Launch&& launch) {
 #define MMOPS_FOCAL_DISPATCH(dtype, name, ...) \
   AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, dtype, name, __VA_ARGS__)
 
-} // namespace
+// The launches of each loss and pass, on validated contiguous inputs into an
+// allocated, non-empty output.
 
-at::Tensor sigmoid_focal_loss_forward_cuda(const at::Tensor& input_, const at::Tensor& target_,
-                                           const at::Tensor& weight_, const FocalLossParams& p) {
-  c10::cuda::CUDAGuard device_guard(input_.device());
-  cudaStream_t stream = c10::cuda::getCurrentCUDAStream();
-  const FocalInputs in(input_, target_, weight_);
+void sigmoid_forward(const FocalInputs& in, const FocalLossParams& p, at::Tensor& out, cudaStream_t stream) {
   const int64_t rows = in.input.size(0), classes = in.input.size(1), total = in.input.numel();
   const bool reduce = p.reduction != Reduction::None;
-  at::Tensor out = reduce ? at::empty({}, in.input.options()) : at::empty({rows, classes}, in.input.options());
-  if (!reduce && total == 0) {
-    return out;
-  }
   MMOPS_FOCAL_DISPATCH(in.input.scalar_type(), "mmops::sigmoid_focal_loss (CUDA)", [&] {
     using acc_t = at::opmath_type<scalar_t>;
     const acc_t gamma = static_cast<acc_t>(p.gamma), alpha = static_cast<acc_t>(p.alpha);
@@ -335,46 +328,11 @@ at::Tensor sigmoid_focal_loss_forward_cuda(const at::Tensor& input_, const at::T
           });
     });
   });
-  return out;
 }
 
-at::Tensor sigmoid_focal_loss_backward_cuda(const at::Tensor& grad_output_, const at::Tensor& input_,
-                                            const at::Tensor& target_, const at::Tensor& weight_,
-                                            const FocalLossParams& p) {
-  c10::cuda::CUDAGuard device_guard(input_.device());
-  cudaStream_t stream = c10::cuda::getCurrentCUDAStream();
-  const FocalInputs in(input_, target_, weight_, grad_output_);
-  const int64_t rows = in.input.size(0), classes = in.input.size(1), total = in.input.numel();
-  at::Tensor grad = at::empty({rows, classes}, in.input.options());
-  if (total == 0) {
-    return grad;
-  }
-  MMOPS_FOCAL_DISPATCH(in.input.scalar_type(), "mmops::sigmoid_focal_loss backward (CUDA)", [&] {
-    using acc_t = at::opmath_type<scalar_t>;
-    with_index_type(total, [&](auto index_tag) {
-      using index_t = decltype(index_tag);
-      sigmoid_backward_kernel<scalar_t, index_t><<<elementwise_blocks(total), kThreads, 0, stream>>>(
-          in.grad_output.const_data_ptr<scalar_t>(), p.reduction == Reduction::None,
-          in.input.const_data_ptr<scalar_t>(), in.target.const_data_ptr<int64_t>(), in.weight_data<scalar_t>(),
-          grad.mutable_data_ptr<scalar_t>(), total, classes, static_cast<acc_t>(p.gamma), static_cast<acc_t>(p.alpha),
-          static_cast<acc_t>(reduction_scale(p, rows)));
-      C10_CUDA_KERNEL_LAUNCH_CHECK();
-    });
-  });
-  return grad;
-}
-
-at::Tensor softmax_focal_loss_forward_cuda(const at::Tensor& input_, const at::Tensor& target_,
-                                           const at::Tensor& weight_, const FocalLossParams& p) {
-  c10::cuda::CUDAGuard device_guard(input_.device());
-  cudaStream_t stream = c10::cuda::getCurrentCUDAStream();
-  const FocalInputs in(input_, target_, weight_);
+void softmax_forward(const FocalInputs& in, const FocalLossParams& p, at::Tensor& out, cudaStream_t stream) {
   const int64_t rows = in.input.size(0), classes = in.input.size(1);
   const bool reduce = p.reduction != Reduction::None;
-  at::Tensor out = reduce ? at::empty({}, in.input.options()) : at::empty({rows}, in.input.options());
-  if (!reduce && rows == 0) {
-    return out;
-  }
   MMOPS_FOCAL_DISPATCH(in.input.scalar_type(), "mmops::softmax_focal_loss (CUDA)", [&] {
     using acc_t = at::opmath_type<scalar_t>;
     const acc_t gamma = static_cast<acc_t>(p.gamma), alpha = static_cast<acc_t>(p.alpha);
@@ -387,20 +345,26 @@ at::Tensor softmax_focal_loss_forward_cuda(const at::Tensor& input_, const at::T
               out.mutable_data_ptr<scalar_t>(), partials, ticket, rows, classes, gamma, alpha, scale);
         });
   });
-  return out;
 }
 
-at::Tensor softmax_focal_loss_backward_cuda(const at::Tensor& grad_output_, const at::Tensor& input_,
-                                            const at::Tensor& target_, const at::Tensor& weight_,
-                                            const FocalLossParams& p) {
-  c10::cuda::CUDAGuard device_guard(input_.device());
-  cudaStream_t stream = c10::cuda::getCurrentCUDAStream();
-  const FocalInputs in(input_, target_, weight_, grad_output_);
+void sigmoid_backward(const FocalInputs& in, const FocalLossParams& p, at::Tensor& grad, cudaStream_t stream) {
+  const int64_t rows = in.input.size(0), classes = in.input.size(1), total = in.input.numel();
+  MMOPS_FOCAL_DISPATCH(in.input.scalar_type(), "mmops::sigmoid_focal_loss backward (CUDA)", [&] {
+    using acc_t = at::opmath_type<scalar_t>;
+    with_index_type(total, [&](auto index_tag) {
+      using index_t = decltype(index_tag);
+      sigmoid_backward_kernel<scalar_t, index_t><<<elementwise_blocks(total), kThreads, 0, stream>>>(
+          in.grad_output.const_data_ptr<scalar_t>(), p.reduction == Reduction::None,
+          in.input.const_data_ptr<scalar_t>(), in.target.const_data_ptr<int64_t>(), in.weight_data<scalar_t>(),
+          grad.mutable_data_ptr<scalar_t>(), total, classes, static_cast<acc_t>(p.gamma), static_cast<acc_t>(p.alpha),
+          static_cast<acc_t>(reduction_scale(p, rows)));
+      C10_CUDA_KERNEL_LAUNCH_CHECK();
+    });
+  });
+}
+
+void softmax_backward(const FocalInputs& in, const FocalLossParams& p, at::Tensor& grad, cudaStream_t stream) {
   const int64_t rows = in.input.size(0), classes = in.input.size(1);
-  at::Tensor grad = at::empty({rows, classes}, in.input.options());
-  if (grad.numel() == 0) {
-    return grad;
-  }
   MMOPS_FOCAL_DISPATCH(in.input.scalar_type(), "mmops::softmax_focal_loss backward (CUDA)", [&] {
     using acc_t = at::opmath_type<scalar_t>;
     softmax_backward_kernel<scalar_t><<<elementwise_blocks(rows * 32), kThreads, 0, stream>>>(
@@ -410,6 +374,31 @@ at::Tensor softmax_focal_loss_backward_cuda(const at::Tensor& grad_output_, cons
         static_cast<acc_t>(reduction_scale(p, rows)));
     C10_CUDA_KERNEL_LAUNCH_CHECK();
   });
+}
+
+} // namespace
+
+at::Tensor focal_loss_forward_cuda(const at::Tensor& input, const at::Tensor& target, const at::Tensor& weight,
+                                   const FocalLossParams& p) {
+  c10::cuda::CUDAGuard device_guard(input.device());
+  const FocalInputs in(input, target, weight);
+  at::Tensor out = at::empty(loss_shape(in.input, p), in.input.options());
+  if (out.numel() > 0) {
+    cudaStream_t stream = c10::cuda::getCurrentCUDAStream();
+    p.kind == FocalKind::Sigmoid ? sigmoid_forward(in, p, out, stream) : softmax_forward(in, p, out, stream);
+  }
+  return out;
+}
+
+at::Tensor focal_loss_backward_cuda(const at::Tensor& grad_output, const at::Tensor& input, const at::Tensor& target,
+                                    const at::Tensor& weight, const FocalLossParams& p) {
+  c10::cuda::CUDAGuard device_guard(input.device());
+  const FocalInputs in(input, target, weight, grad_output);
+  at::Tensor grad = at::empty(in.input.sizes(), in.input.options());
+  if (grad.numel() > 0) {
+    cudaStream_t stream = c10::cuda::getCurrentCUDAStream();
+    p.kind == FocalKind::Sigmoid ? sigmoid_backward(in, p, grad, stream) : softmax_backward(in, p, grad, stream);
+  }
   return grad;
 }
 

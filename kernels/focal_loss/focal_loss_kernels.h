@@ -9,9 +9,15 @@
 
 #include <ATen/core/Tensor.h>
 
+#include <vector>
+
 namespace mmops {
 
+// Which of the two losses; they share their arguments, checks and entry points.
+enum class FocalKind { Sigmoid, Softmax };
+
 struct FocalLossParams {
+  FocalKind kind;
   double gamma;
   double alpha;
   focal_loss_math::Reduction reduction;
@@ -42,32 +48,31 @@ inline double reduction_scale(const FocalLossParams& p, int64_t rows) {
   return p.reduction == focal_loss_math::Reduction::Mean ? 1.0 / static_cast<double>(rows) : 1.0;
 }
 
+// The loss: [N, C] (sigmoid) or [N] (softmax) for reduction "none", else 0-d.
+inline std::vector<int64_t> loss_shape(const at::Tensor& input, const FocalLossParams& p) {
+  if (p.reduction != focal_loss_math::Reduction::None) {
+    return {};
+  }
+  if (p.kind == FocalKind::Sigmoid) {
+    return input.sizes().vec();
+  }
+  return {input.size(0)};
+}
+
 namespace kernels {
 
-// Sigmoid: loss [N, C] (none) or a 0-d tensor (mean: sum / N, sum).
-at::Tensor sigmoid_focal_loss_forward_cpu(const at::Tensor& input, const at::Tensor& target, const at::Tensor& weight,
-                                          const FocalLossParams& p);
-at::Tensor sigmoid_focal_loss_backward_cpu(const at::Tensor& grad_output, const at::Tensor& input,
-                                           const at::Tensor& target, const at::Tensor& weight,
-                                           const FocalLossParams& p);
-// Softmax: loss [N] (none) or a 0-d tensor.
-at::Tensor softmax_focal_loss_forward_cpu(const at::Tensor& input, const at::Tensor& target, const at::Tensor& weight,
-                                          const FocalLossParams& p);
-at::Tensor softmax_focal_loss_backward_cpu(const at::Tensor& grad_output, const at::Tensor& input,
-                                           const at::Tensor& target, const at::Tensor& weight,
-                                           const FocalLossParams& p);
+// The loss of p.kind (loss_shape), and its gradient w.r.t. input ([N, C]);
+// grad_output has the loss' shape.
+at::Tensor focal_loss_forward_cpu(const at::Tensor& input, const at::Tensor& target, const at::Tensor& weight,
+                                  const FocalLossParams& p);
+at::Tensor focal_loss_backward_cpu(const at::Tensor& grad_output, const at::Tensor& input, const at::Tensor& target,
+                                   const at::Tensor& weight, const FocalLossParams& p);
 
 #ifdef MMOPS_WITH_CUDA
-at::Tensor sigmoid_focal_loss_forward_cuda(const at::Tensor& input, const at::Tensor& target, const at::Tensor& weight,
-                                           const FocalLossParams& p);
-at::Tensor sigmoid_focal_loss_backward_cuda(const at::Tensor& grad_output, const at::Tensor& input,
-                                            const at::Tensor& target, const at::Tensor& weight,
-                                            const FocalLossParams& p);
-at::Tensor softmax_focal_loss_forward_cuda(const at::Tensor& input, const at::Tensor& target, const at::Tensor& weight,
-                                           const FocalLossParams& p);
-at::Tensor softmax_focal_loss_backward_cuda(const at::Tensor& grad_output, const at::Tensor& input,
-                                            const at::Tensor& target, const at::Tensor& weight,
-                                            const FocalLossParams& p);
+at::Tensor focal_loss_forward_cuda(const at::Tensor& input, const at::Tensor& target, const at::Tensor& weight,
+                                   const FocalLossParams& p);
+at::Tensor focal_loss_backward_cuda(const at::Tensor& grad_output, const at::Tensor& input, const at::Tensor& target,
+                                    const at::Tensor& weight, const FocalLossParams& p);
 #endif
 
 } // namespace kernels

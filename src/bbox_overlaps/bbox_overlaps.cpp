@@ -12,12 +12,13 @@
 #include <torch/library.h>
 
 TORCH_LIBRARY_FRAGMENT(mmops, m) {
-  m.def("bbox_overlaps(Tensor bboxes1, Tensor bboxes2, str mode=\"iou\", bool aligned=False, int offset=0) -> Tensor",
-        {at::Tag::pt2_compliant_tag});
-  m.def(
+  using mmops::detail::define_op;
+  mmops::detail::define_op(
+      m, "bbox_overlaps(Tensor bboxes1, Tensor bboxes2, str mode=\"iou\", bool aligned=False, int offset=0) -> Tensor");
+  mmops::detail::define_op(
+      m,
       "_bbox_overlaps_backward(Tensor grad_output, Tensor bboxes1, Tensor bboxes2, str mode, bool aligned, "
-      "int offset) -> (Tensor grad_bboxes1, Tensor grad_bboxes2)",
-      {at::Tag::pt2_compliant_tag});
+      "int offset) -> (Tensor grad_bboxes1, Tensor grad_bboxes2)");
 }
 
 namespace mmops {
@@ -49,7 +50,6 @@ at::Tensor bbox_overlaps(const at::Tensor& bboxes1, const at::Tensor& bboxes2, c
 
 } // namespace mmops
 
-// Registered for CPU and CUDA by MMOPS_REGISTER_DEVICE_ENTRIES (common/dispatch.h).
 #define MMOPS_BBOX_OVERLAPS_ENTRIES(m, device)                                    \
   m.impl("bbox_overlaps", &bbox_overlaps_entry<kernels::bbox_overlaps_##device>); \
   m.impl("_bbox_overlaps_backward", &bbox_overlaps_backward_entry<kernels::bbox_overlaps_backward_##device>);

@@ -12,9 +12,6 @@
 namespace mmops {
 namespace {
 
-using torch::autograd::AutogradContext;
-using torch::autograd::variable_list;
-
 class BBoxOverlapsFunction : public torch::autograd::Function<BBoxOverlapsFunction> {
  public:
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& bboxes1, const at::Tensor& bboxes2,

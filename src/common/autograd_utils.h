@@ -14,26 +14,30 @@
 #include <vector>
 
 namespace mmops {
+
+using torch::autograd::AutogradContext;
+using torch::autograd::variable_list;
+
 namespace detail {
 
 // Sizes (symbolic under torch.compile) saved under `key`.
-inline void save_sizes(torch::autograd::AutogradContext* ctx, const std::string& key, c10::SymIntArrayRef sizes) {
+inline void save_sizes(AutogradContext* ctx, const std::string& key, c10::SymIntArrayRef sizes) {
   ctx->saved_data[key] = sizes;
 }
 
-inline std::vector<c10::SymInt> saved_sizes(torch::autograd::AutogradContext* ctx, const std::string& key) {
+inline std::vector<c10::SymInt> saved_sizes(AutogradContext* ctx, const std::string& key) {
   return ctx->saved_data.at(key).toSymIntVector();
 }
 
 // An enum (a mode parsed once in the forward) saved under `key`.
 template <typename Enum>
-void save_enum(torch::autograd::AutogradContext* ctx, const std::string& key, Enum value) {
+void save_enum(AutogradContext* ctx, const std::string& key, Enum value) {
   static_assert(std::is_enum_v<Enum>);
   ctx->saved_data[key] = static_cast<int64_t>(value);
 }
 
 template <typename Enum>
-Enum saved_enum(torch::autograd::AutogradContext* ctx, const std::string& key) {
+Enum saved_enum(AutogradContext* ctx, const std::string& key) {
   static_assert(std::is_enum_v<Enum>);
   return static_cast<Enum>(ctx->saved_data.at(key).toInt());
 }

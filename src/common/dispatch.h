@@ -18,6 +18,12 @@ c10::TypedOperatorHandle<Fn> op_handle(const char* qualified_name) {
   return c10::Dispatcher::singleton().findSchemaOrThrow(qualified_name, "").typed<Fn>();
 }
 
+// Defines a public op or helper. Every one works under torch.compile and
+// torch.export, so every one carries the pt2_compliant tag.
+inline void define_op(torch::Library& m, const char* schema) {
+  m.def(schema, {at::Tag::pt2_compliant_tag});
+}
+
 } // namespace detail
 } // namespace mmops
 

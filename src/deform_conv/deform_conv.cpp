@@ -12,25 +12,25 @@
 #include <torch/library.h>
 
 TORCH_LIBRARY_FRAGMENT(mmops, m) {
-  m.def(
+  using mmops::detail::define_op;
+  mmops::detail::define_op(
+      m,
       "deform_conv2d(Tensor input, Tensor offset, Tensor weight, Tensor? bias=None, "
       "SymInt[2] stride=[1, 1], SymInt[2] padding=[0, 0], SymInt[2] dilation=[1, 1], int groups=1, "
-      "int deform_groups=1) -> Tensor",
-      {at::Tag::pt2_compliant_tag});
-  m.def(
+      "int deform_groups=1) -> Tensor");
+  mmops::detail::define_op(
+      m,
       "modulated_deform_conv2d(Tensor input, Tensor offset, Tensor mask, Tensor weight, Tensor? bias=None, "
       "SymInt[2] stride=[1, 1], SymInt[2] padding=[0, 0], SymInt[2] dilation=[1, 1], int groups=1, "
-      "int deform_groups=1) -> Tensor",
-      {at::Tag::pt2_compliant_tag});
+      "int deform_groups=1) -> Tensor");
   // Gradients (input, offset, mask, weight, bias) of both ops; output_mask
   // selects them, and those not selected (and grad_mask without a mask) are
   // empty [0] tensors. The bias gradient is grad_output summed over N, H, W.
-  m.def(
-      "_deform_conv2d_backward(Tensor grad_output, Tensor input, Tensor offset, Tensor? mask, "
-      "Tensor weight, SymInt[2] stride, SymInt[2] padding, SymInt[2] dilation, int groups, "
-      "int deform_groups, bool[5] output_mask) -> (Tensor grad_input, Tensor grad_offset, "
-      "Tensor grad_mask, Tensor grad_weight, Tensor grad_bias)",
-      {at::Tag::pt2_compliant_tag});
+  define_op(m,
+            "_deform_conv2d_backward(Tensor grad_output, Tensor input, Tensor offset, Tensor? mask, "
+            "Tensor weight, SymInt[2] stride, SymInt[2] padding, SymInt[2] dilation, int groups, "
+            "int deform_groups, bool[5] output_mask) -> (Tensor grad_input, Tensor grad_offset, "
+            "Tensor grad_mask, Tensor grad_weight, Tensor grad_bias)");
 }
 
 namespace mmops {
@@ -95,7 +95,6 @@ at::Tensor modulated_deform_conv2d(const at::Tensor& input, const at::Tensor& of
 
 } // namespace mmops
 
-// Registered for CPU and CUDA by MMOPS_REGISTER_DEVICE_ENTRIES (common/dispatch.h).
 #define MMOPS_DEFORM_CONV_ENTRIES(m, device)                                                                  \
   m.impl("deform_conv2d", &deform_conv2d_entry<kernels::deform_conv2d_forward_##device>);                     \
   m.impl("modulated_deform_conv2d", &modulated_deform_conv2d_entry<kernels::deform_conv2d_forward_##device>); \

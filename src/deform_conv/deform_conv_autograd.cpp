@@ -13,9 +13,6 @@
 namespace mmops {
 namespace {
 
-using torch::autograd::AutogradContext;
-using torch::autograd::variable_list;
-
 const char* op_name(bool has_mask) {
   return has_mask ? "mmops::modulated_deform_conv2d" : "mmops::deform_conv2d";
 }

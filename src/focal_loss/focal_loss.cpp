@@ -13,22 +13,19 @@
 #include <torch/library.h>
 
 TORCH_LIBRARY_FRAGMENT(mmops, m) {
-  m.def(
-      "sigmoid_focal_loss(Tensor input, Tensor target, float gamma=2.0, float alpha=0.25, "
-      "Tensor? weight=None, str reduction=\"mean\") -> Tensor",
-      {at::Tag::pt2_compliant_tag});
-  m.def(
-      "_sigmoid_focal_loss_backward(Tensor grad_output, Tensor input, Tensor target, float gamma, "
-      "float alpha, Tensor? weight, str reduction) -> Tensor",
-      {at::Tag::pt2_compliant_tag});
-  m.def(
-      "softmax_focal_loss(Tensor input, Tensor target, float gamma=2.0, float alpha=0.25, "
-      "Tensor? weight=None, str reduction=\"mean\") -> Tensor",
-      {at::Tag::pt2_compliant_tag});
-  m.def(
-      "_softmax_focal_loss_backward(Tensor grad_output, Tensor input, Tensor target, float gamma, "
-      "float alpha, Tensor? weight, str reduction) -> Tensor",
-      {at::Tag::pt2_compliant_tag});
+  using mmops::detail::define_op;
+  define_op(m,
+            "sigmoid_focal_loss(Tensor input, Tensor target, float gamma=2.0, float alpha=0.25, "
+            "Tensor? weight=None, str reduction=\"mean\") -> Tensor");
+  define_op(m,
+            "_sigmoid_focal_loss_backward(Tensor grad_output, Tensor input, Tensor target, float gamma, "
+            "float alpha, Tensor? weight, str reduction) -> Tensor");
+  define_op(m,
+            "softmax_focal_loss(Tensor input, Tensor target, float gamma=2.0, float alpha=0.25, "
+            "Tensor? weight=None, str reduction=\"mean\") -> Tensor");
+  define_op(m,
+            "_softmax_focal_loss_backward(Tensor grad_output, Tensor input, Tensor target, float gamma, "
+            "float alpha, Tensor? weight, str reduction) -> Tensor");
 }
 
 namespace mmops {
@@ -60,35 +57,18 @@ FocalLossParams backward_params(FocalKind kind, const at::Tensor& grad_output, c
   return p;
 }
 
-template <auto Kernel>
-at::Tensor sigmoid_entry(const at::Tensor& input, const at::Tensor& target, double gamma, double alpha,
+template <FocalKind kKind, auto Kernel>
+at::Tensor forward_entry(const at::Tensor& input, const at::Tensor& target, double gamma, double alpha,
                          const std::optional<at::Tensor>& weight, c10::string_view reduction) {
-  const FocalLossParams p = forward_params(FocalKind::Sigmoid, input, target, gamma, alpha, weight, reduction);
+  const FocalLossParams p = forward_params(kKind, input, target, gamma, alpha, weight, reduction);
   return Kernel(input, target, weight.value_or(at::Tensor()), p);
 }
 
-template <auto Kernel>
-at::Tensor sigmoid_backward_entry(const at::Tensor& grad_output, const at::Tensor& input, const at::Tensor& target,
-                                  double gamma, double alpha, const std::optional<at::Tensor>& weight,
-                                  c10::string_view reduction) {
-  const FocalLossParams p =
-      backward_params(FocalKind::Sigmoid, grad_output, input, target, gamma, alpha, weight, reduction);
-  return Kernel(grad_output, input, target, weight.value_or(at::Tensor()), p);
-}
-
-template <auto Kernel>
-at::Tensor softmax_entry(const at::Tensor& input, const at::Tensor& target, double gamma, double alpha,
-                         const std::optional<at::Tensor>& weight, c10::string_view reduction) {
-  const FocalLossParams p = forward_params(FocalKind::Softmax, input, target, gamma, alpha, weight, reduction);
-  return Kernel(input, target, weight.value_or(at::Tensor()), p);
-}
-
-template <auto Kernel>
-at::Tensor softmax_backward_entry(const at::Tensor& grad_output, const at::Tensor& input, const at::Tensor& target,
-                                  double gamma, double alpha, const std::optional<at::Tensor>& weight,
-                                  c10::string_view reduction) {
-  const FocalLossParams p =
-      backward_params(FocalKind::Softmax, grad_output, input, target, gamma, alpha, weight, reduction);
+template <FocalKind kKind, auto Kernel>
+at::Tensor backward_entry(const at::Tensor& grad_output, const at::Tensor& input, const at::Tensor& target,
+                          double gamma, double alpha, const std::optional<at::Tensor>& weight,
+                          c10::string_view reduction) {
+  const FocalLossParams p = backward_params(kKind, grad_output, input, target, gamma, alpha, weight, reduction);
   return Kernel(grad_output, input, target, weight.value_or(at::Tensor()), p);
 }
 
@@ -108,11 +88,10 @@ at::Tensor softmax_focal_loss(const at::Tensor& input, const at::Tensor& target,
 
 } // namespace mmops
 
-// Registered for CPU and CUDA by MMOPS_REGISTER_DEVICE_ENTRIES (common/dispatch.h).
-#define MMOPS_FOCAL_LOSS_ENTRIES(m, device)                                                                       \
-  m.impl("sigmoid_focal_loss", &sigmoid_entry<kernels::sigmoid_focal_loss_forward_##device>);                     \
-  m.impl("_sigmoid_focal_loss_backward", &sigmoid_backward_entry<kernels::sigmoid_focal_loss_backward_##device>); \
-  m.impl("softmax_focal_loss", &softmax_entry<kernels::softmax_focal_loss_forward_##device>);                     \
-  m.impl("_softmax_focal_loss_backward", &softmax_backward_entry<kernels::softmax_focal_loss_backward_##device>);
+#define MMOPS_FOCAL_LOSS_ENTRIES(m, device)                                                                           \
+  m.impl("sigmoid_focal_loss", &forward_entry<FocalKind::Sigmoid, kernels::focal_loss_forward_##device>);             \
+  m.impl("_sigmoid_focal_loss_backward", &backward_entry<FocalKind::Sigmoid, kernels::focal_loss_backward_##device>); \
+  m.impl("softmax_focal_loss", &forward_entry<FocalKind::Softmax, kernels::focal_loss_forward_##device>);             \
+  m.impl("_softmax_focal_loss_backward", &backward_entry<FocalKind::Softmax, kernels::focal_loss_backward_##device>);
 
 MMOPS_REGISTER_DEVICE_ENTRIES(MMOPS_FOCAL_LOSS_ENTRIES)

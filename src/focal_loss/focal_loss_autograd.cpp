@@ -15,9 +15,6 @@ namespace mmops {
 namespace {
 
 using focal_loss_math::Reduction;
-using torch::autograd::AutogradContext;
-using torch::autograd::variable_list;
-
 template <FocalKind kKind>
 class FocalLossFunction : public torch::autograd::Function<FocalLossFunction<kKind>> {
   static constexpr bool kSigmoid = kKind == FocalKind::Sigmoid;

@@ -43,6 +43,7 @@ FocalLossParams check_focal_forward(FocalKind kind, const at::Tensor& input, con
   TORCH_CHECK(std::isfinite(gamma) && gamma >= 0, op, "gamma must be a finite number >= 0, but got ", gamma);
   TORCH_CHECK(std::isfinite(alpha), op, "alpha must be a finite number, but got ", alpha);
   FocalLossParams p{};
+  p.kind = kind;
   p.gamma = gamma;
   p.alpha = alpha;
   p.reduction = parse_choice(op, "reduction", reduction, kReductions);

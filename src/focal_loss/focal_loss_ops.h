@@ -15,9 +15,6 @@
 
 namespace mmops {
 
-// Which of the two losses; they share their arguments and most checks.
-enum class FocalKind { Sigmoid, Softmax };
-
 // The prefix of the loss' error messages, e.g. "mmops::sigmoid_focal_loss: ".
 constexpr const char* focal_op_prefix(FocalKind kind) {
   return kind == FocalKind::Sigmoid ? "mmops::sigmoid_focal_loss: " : "mmops::softmax_focal_loss: ";

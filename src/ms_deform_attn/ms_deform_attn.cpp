@@ -13,16 +13,15 @@
 #include <torch/library.h>
 
 TORCH_LIBRARY_FRAGMENT(mmops, m) {
-  m.def(
-      "ms_deform_attn(Tensor value, Tensor spatial_shapes, Tensor level_start_index, "
-      "Tensor sampling_locations, Tensor attention_weights) -> Tensor",
-      {at::Tag::pt2_compliant_tag});
+  using mmops::detail::define_op;
+  define_op(m,
+            "ms_deform_attn(Tensor value, Tensor spatial_shapes, Tensor level_start_index, "
+            "Tensor sampling_locations, Tensor attention_weights) -> Tensor");
   // Gradients of value, sampling_locations and attention_weights.
-  m.def(
-      "_ms_deform_attn_backward(Tensor grad_output, Tensor value, Tensor spatial_shapes, "
-      "Tensor level_start_index, Tensor sampling_locations, Tensor attention_weights) "
-      "-> (Tensor grad_value, Tensor grad_sampling_locations, Tensor grad_attention_weights)",
-      {at::Tag::pt2_compliant_tag});
+  define_op(m,
+            "_ms_deform_attn_backward(Tensor grad_output, Tensor value, Tensor spatial_shapes, "
+            "Tensor level_start_index, Tensor sampling_locations, Tensor attention_weights) "
+            "-> (Tensor grad_value, Tensor grad_sampling_locations, Tensor grad_attention_weights)");
 }
 
 namespace mmops {
@@ -68,7 +67,6 @@ at::Tensor ms_deform_attn(const at::Tensor& value, const at::Tensor& spatial_sha
 
 } // namespace mmops
 
-// Registered for CPU and CUDA by MMOPS_REGISTER_DEVICE_ENTRIES (common/dispatch.h).
 #define MMOPS_MS_DEFORM_ATTN_ENTRIES(m, device)                                       \
   m.impl("ms_deform_attn", &forward_entry<kernels::ms_deform_attn_forward_##device>); \
   m.impl("_ms_deform_attn_backward", &backward_entry<kernels::ms_deform_attn_backward_##device>);

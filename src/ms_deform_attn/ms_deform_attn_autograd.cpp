@@ -13,9 +13,6 @@
 namespace mmops {
 namespace {
 
-using torch::autograd::AutogradContext;
-using torch::autograd::variable_list;
-
 class MsDeformAttnFunction : public torch::autograd::Function<MsDeformAttnFunction> {
  public:
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& value, const at::Tensor& spatial_shapes,

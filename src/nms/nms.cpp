@@ -15,13 +15,12 @@
 #include <torch/library.h>
 
 TORCH_LIBRARY_FRAGMENT(mmops, m) {
-  m.def("nms(Tensor boxes, Tensor scores, float iou_threshold) -> Tensor", {at::Tag::pt2_compliant_tag});
-  m.def("batched_nms(Tensor boxes, Tensor scores, Tensor idxs, float iou_threshold) -> Tensor",
-        {at::Tag::pt2_compliant_tag});
-  m.def(
-      "soft_nms(Tensor boxes, Tensor scores, float iou_threshold=0.3, float sigma=0.5, "
-      "float min_score=1e-3, str method=\"linear\") -> (Tensor dets, Tensor keep)",
-      {at::Tag::pt2_compliant_tag});
+  using mmops::detail::define_op;
+  define_op(m, "nms(Tensor boxes, Tensor scores, float iou_threshold) -> Tensor");
+  define_op(m, "batched_nms(Tensor boxes, Tensor scores, Tensor idxs, float iou_threshold) -> Tensor");
+  define_op(m,
+            "soft_nms(Tensor boxes, Tensor scores, float iou_threshold=0.3, float sigma=0.5, "
+            "float min_score=1e-3, str method=\"linear\") -> (Tensor dets, Tensor keep)");
   // Validation only (the arguments of the op above, nothing returned): for the fake kernels.
   m.def("_nms_check(Tensor boxes, Tensor scores, float iou_threshold) -> ()");
   m.def("_batched_nms_check(Tensor boxes, Tensor scores, Tensor idxs, float iou_threshold) -> ()");
@@ -81,7 +80,6 @@ std::tuple<at::Tensor, at::Tensor> soft_nms(const at::Tensor& boxes, const at::T
 
 } // namespace mmops
 
-// Registered for CPU and CUDA by MMOPS_REGISTER_DEVICE_ENTRIES (common/dispatch.h).
 #define MMOPS_NMS_ENTRIES(m, device)                                \
   m.impl("nms", &nms_entry<kernels::nms_##device>);                 \
   m.impl("batched_nms", &batched_nms_entry<kernels::nms_##device>); \

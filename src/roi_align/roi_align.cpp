@@ -15,37 +15,32 @@
 #include <torch/library.h>
 
 TORCH_LIBRARY_FRAGMENT(mmops, m) {
-  m.def(
-      "roi_align(Tensor input, Tensor rois, SymInt[2] output_size, float spatial_scale=1.0, "
-      "int sampling_ratio=0, str pool_mode=\"avg\", bool aligned=True) -> Tensor",
-      {at::Tag::pt2_compliant_tag});
+  using mmops::detail::define_op;
+  define_op(m,
+            "roi_align(Tensor input, Tensor rois, SymInt[2] output_size, float spatial_scale=1.0, "
+            "int sampling_ratio=0, str pool_mode=\"avg\", bool aligned=True) -> Tensor");
   // Forward that also returns, in max mode, the winning sample of every output
   // (int32, -1 when the bin had no sample) for the backward. Autograd uses it.
-  m.def(
-      "_roi_align_forward(Tensor input, Tensor rois, SymInt[2] output_size, float spatial_scale, "
-      "int sampling_ratio, str pool_mode, bool aligned) -> (Tensor output, Tensor argmax)",
-      {at::Tag::pt2_compliant_tag});
-  m.def(
-      "_roi_align_backward(Tensor grad_output, Tensor rois, Tensor argmax, SymInt[4] input_shape, "
-      "float spatial_scale, int sampling_ratio, str pool_mode, bool aligned) -> Tensor",
-      {at::Tag::pt2_compliant_tag});
+  define_op(m,
+            "_roi_align_forward(Tensor input, Tensor rois, SymInt[2] output_size, float spatial_scale, "
+            "int sampling_ratio, str pool_mode, bool aligned) -> (Tensor output, Tensor argmax)");
+  define_op(m,
+            "_roi_align_backward(Tensor grad_output, Tensor rois, Tensor argmax, SymInt[4] input_shape, "
+            "float spatial_scale, int sampling_ratio, str pool_mode, bool aligned) -> Tensor");
 
-  m.def(
-      "multi_level_roi_align(Tensor[] features, Tensor rois, SymInt[2] output_size, "
-      "float[] spatial_scales, int sampling_ratio=0, str pool_mode=\"avg\", bool aligned=True, "
-      "int finest_scale=56) -> Tensor",
-      {at::Tag::pt2_compliant_tag});
-  m.def(
-      "_multi_level_roi_align_forward(Tensor[] features, Tensor rois, SymInt[2] output_size, "
-      "float[] spatial_scales, int sampling_ratio, str pool_mode, bool aligned, int finest_scale) "
-      "-> (Tensor output, Tensor argmax)",
-      {at::Tag::pt2_compliant_tag});
+  define_op(m,
+            "multi_level_roi_align(Tensor[] features, Tensor rois, SymInt[2] output_size, "
+            "float[] spatial_scales, int sampling_ratio=0, str pool_mode=\"avg\", bool aligned=True, "
+            "int finest_scale=56) -> Tensor");
+  define_op(m,
+            "_multi_level_roi_align_forward(Tensor[] features, Tensor rois, SymInt[2] output_size, "
+            "float[] spatial_scales, int sampling_ratio, str pool_mode, bool aligned, int finest_scale) "
+            "-> (Tensor output, Tensor argmax)");
   // feature_sizes = [N, C, H_0, W_0, H_1, W_1, ...]; returns one gradient per map.
-  m.def(
-      "_multi_level_roi_align_backward(Tensor grad_output, Tensor rois, Tensor argmax, "
-      "SymInt[] feature_sizes, float[] spatial_scales, int sampling_ratio, str pool_mode, "
-      "bool aligned, int finest_scale) -> Tensor[]",
-      {at::Tag::pt2_compliant_tag});
+  define_op(m,
+            "_multi_level_roi_align_backward(Tensor grad_output, Tensor rois, Tensor argmax, "
+            "SymInt[] feature_sizes, float[] spatial_scales, int sampling_ratio, str pool_mode, "
+            "bool aligned, int finest_scale) -> Tensor[]");
 }
 
 namespace mmops {
@@ -156,7 +151,6 @@ at::Tensor multi_level_roi_align(at::TensorList features, const at::Tensor& rois
 
 } // namespace mmops
 
-// Registered for CPU and CUDA by MMOPS_REGISTER_DEVICE_ENTRIES (common/dispatch.h).
 #define MMOPS_ROI_ALIGN_ENTRIES(m, device)                                                                   \
   m.impl("roi_align", &roi_align_entry<kernels::roi_align_forward_##device>);                                \
   m.impl("_roi_align_forward", &roi_align_forward_entry<kernels::roi_align_forward_##device>);               \

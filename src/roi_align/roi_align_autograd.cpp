@@ -14,9 +14,6 @@
 namespace mmops {
 namespace {
 
-using torch::autograd::AutogradContext;
-using torch::autograd::variable_list;
-
 // sampling_ratio, pool_mode (parsed once: the forward has validated it) and
 // aligned, which both ops' backward schemas take.
 void save_pooling(AutogradContext* ctx, const char* op, int64_t sampling_ratio, c10::string_view pool_mode,

@@ -16,18 +16,17 @@
 #include <vector>
 
 TORCH_LIBRARY_FRAGMENT(mmops, m) {
-  m.def("roi_pool(Tensor input, Tensor rois, SymInt[2] output_size, float spatial_scale=1.0) -> Tensor",
-        {at::Tag::pt2_compliant_tag});
+  using mmops::detail::define_op;
+  mmops::detail::define_op(
+      m, "roi_pool(Tensor input, Tensor rois, SymInt[2] output_size, float spatial_scale=1.0) -> Tensor");
   // Forward that also returns the winning pixel h * W + w of every output
   // (int32, -1 for an empty bin) for the backward. Autograd uses it.
-  m.def(
-      "_roi_pool_forward(Tensor input, Tensor rois, SymInt[2] output_size, float spatial_scale) "
-      "-> (Tensor output, Tensor argmax)",
-      {at::Tag::pt2_compliant_tag});
-  m.def(
-      "_roi_pool_backward(Tensor grad_output, Tensor rois, Tensor argmax, SymInt[4] input_shape, "
-      "float spatial_scale) -> Tensor",
-      {at::Tag::pt2_compliant_tag});
+  define_op(m,
+            "_roi_pool_forward(Tensor input, Tensor rois, SymInt[2] output_size, float spatial_scale) "
+            "-> (Tensor output, Tensor argmax)");
+  define_op(m,
+            "_roi_pool_backward(Tensor grad_output, Tensor rois, Tensor argmax, SymInt[4] input_shape, "
+            "float spatial_scale) -> Tensor");
 }
 
 namespace mmops {
@@ -76,7 +75,6 @@ at::Tensor roi_pool(const at::Tensor& input, const at::Tensor& rois, at::IntArra
 
 } // namespace mmops
 
-// Registered for CPU and CUDA by MMOPS_REGISTER_DEVICE_ENTRIES (common/dispatch.h).
 #define MMOPS_ROI_POOL_ENTRIES(m, device)                                          \
   m.impl("roi_pool", &roi_pool_entry<kernels::roi_pool_forward_##device>);         \
   m.impl("_roi_pool_forward", &forward_entry<kernels::roi_pool_forward_##device>); \

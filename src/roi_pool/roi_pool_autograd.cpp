@@ -12,9 +12,6 @@
 namespace mmops {
 namespace {
 
-using torch::autograd::AutogradContext;
-using torch::autograd::variable_list;
-
 class RoIPoolFunction : public torch::autograd::Function<RoIPoolFunction> {
  public:
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& input, const at::Tensor& rois,

@@ -83,4 +83,11 @@ TEST(BBoxOverlaps, CudaMatchesCpu) {
   }
 }
 
+// The public C++ API on the calls the conformance cases recorded (test_torchscript.cpp).
+const mmops_test::CppApiEntry bbox_overlaps_api{
+    "mmops::bbox_overlaps", [](const mmops_test::ApiArgs& a) {
+      return mmops_test::ApiOutputs{
+          mmops::bbox_overlaps(a[0].toTensor(), a[1].toTensor(), a[2].toStringRef(), a[3].toBool(), a[4].toInt())};
+    }};
+
 } // namespace

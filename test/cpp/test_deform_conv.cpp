@@ -178,4 +178,18 @@ TEST(ModulatedDeformConv2d, CudaMatchesCpu) {
   }
 }
 
+// The public C++ API on the calls the conformance cases recorded (test_torchscript.cpp).
+const mmops_test::CppApiEntry deform_conv2d_api{
+    "mmops::deform_conv2d", [](const mmops_test::ApiArgs& a) {
+      return mmops_test::ApiOutputs{
+          mmops::deform_conv2d(a[0].toTensor(), a[1].toTensor(), a[2].toTensor(), mmops_test::optional_tensor(a[3]),
+                               a[4].toIntVector(), a[5].toIntVector(), a[6].toIntVector(), a[7].toInt(), a[8].toInt())};
+    }};
+const mmops_test::CppApiEntry modulated_deform_conv2d_api{
+    "mmops::modulated_deform_conv2d", [](const mmops_test::ApiArgs& a) {
+      return mmops_test::ApiOutputs{mmops::modulated_deform_conv2d(
+          a[0].toTensor(), a[1].toTensor(), a[2].toTensor(), a[3].toTensor(), mmops_test::optional_tensor(a[4]),
+          a[5].toIntVector(), a[6].toIntVector(), a[7].toIntVector(), a[8].toInt(), a[9].toInt())};
+    }};
+
 } // namespace

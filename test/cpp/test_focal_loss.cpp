@@ -158,4 +158,18 @@ TEST(FocalLoss, CudaMatchesCpu) {
   }
 }
 
+// The public C++ API on the calls the conformance cases recorded (test_torchscript.cpp).
+const mmops_test::CppApiEntry sigmoid_focal_loss_api{
+    "mmops::sigmoid_focal_loss", [](const mmops_test::ApiArgs& a) {
+      return mmops_test::ApiOutputs{mmops::sigmoid_focal_loss(a[0].toTensor(), a[1].toTensor(), a[2].toDouble(),
+                                                              a[3].toDouble(), mmops_test::optional_tensor(a[4]),
+                                                              a[5].toStringRef())};
+    }};
+const mmops_test::CppApiEntry softmax_focal_loss_api{
+    "mmops::softmax_focal_loss", [](const mmops_test::ApiArgs& a) {
+      return mmops_test::ApiOutputs{mmops::softmax_focal_loss(a[0].toTensor(), a[1].toTensor(), a[2].toDouble(),
+                                                              a[3].toDouble(), mmops_test::optional_tensor(a[4]),
+                                                              a[5].toStringRef())};
+    }};
+
 } // namespace

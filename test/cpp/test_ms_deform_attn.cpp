@@ -162,4 +162,11 @@ TEST(MsDeformAttn, CudaMatchesCpu) {
   }
 }
 
+// The public C++ API on the calls the conformance cases recorded (test_torchscript.cpp).
+const mmops_test::CppApiEntry ms_deform_attn_api{
+    "mmops::ms_deform_attn", [](const mmops_test::ApiArgs& a) {
+      return mmops_test::ApiOutputs{
+          mmops::ms_deform_attn(a[0].toTensor(), a[1].toTensor(), a[2].toTensor(), a[3].toTensor(), a[4].toTensor())};
+    }};
+
 } // namespace

@@ -202,4 +202,21 @@ TEST(Nms, CudaMatchesCpu) {
   }
 }
 
+// The public C++ API on the calls the conformance cases recorded (test_torchscript.cpp).
+const mmops_test::CppApiEntry nms_api{
+    "mmops::nms", [](const mmops_test::ApiArgs& a) {
+      return mmops_test::ApiOutputs{mmops::nms(a[0].toTensor(), a[1].toTensor(), a[2].toDouble())};
+    }};
+const mmops_test::CppApiEntry batched_nms_api{
+    "mmops::batched_nms", [](const mmops_test::ApiArgs& a) {
+      return mmops_test::ApiOutputs{
+          mmops::batched_nms(a[0].toTensor(), a[1].toTensor(), a[2].toTensor(), a[3].toDouble())};
+    }};
+const mmops_test::CppApiEntry soft_nms_api{"mmops::soft_nms", [](const mmops_test::ApiArgs& a) {
+                                             const auto [dets, keep] =
+                                                 mmops::soft_nms(a[0].toTensor(), a[1].toTensor(), a[2].toDouble(),
+                                                                 a[3].toDouble(), a[4].toDouble(), a[5].toStringRef());
+                                             return mmops_test::ApiOutputs{dets, keep};
+                                           }};
+
 } // namespace

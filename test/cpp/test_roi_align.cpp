@@ -361,4 +361,17 @@ TEST(MultiLevelRoIAlign, CudaMatchesCpu) {
   }
 }
 
+// The public C++ API on the calls the conformance cases recorded (test_torchscript.cpp).
+const mmops_test::CppApiEntry roi_align_api{
+    "mmops::roi_align", [](const mmops_test::ApiArgs& a) {
+      return mmops_test::ApiOutputs{mmops::roi_align(a[0].toTensor(), a[1].toTensor(), a[2].toIntVector(),
+                                                     a[3].toDouble(), a[4].toInt(), a[5].toStringRef(), a[6].toBool())};
+    }};
+const mmops_test::CppApiEntry multi_level_roi_align_api{
+    "mmops::multi_level_roi_align", [](const mmops_test::ApiArgs& a) {
+      return mmops_test::ApiOutputs{mmops::multi_level_roi_align(
+          a[0].toTensorVector(), a[1].toTensor(), a[2].toIntVector(), a[3].toDoubleVector(), a[4].toInt(),
+          a[5].toStringRef(), a[6].toBool(), a[7].toInt())};
+    }};
+
 } // namespace

@@ -121,4 +121,11 @@ TEST(RoIPool, CudaDoubleMatchesCpuInEveryLayout) {
   }
 }
 
+// The public C++ API on the calls the conformance cases recorded (test_torchscript.cpp).
+const mmops_test::CppApiEntry roi_pool_api{
+    "mmops::roi_pool", [](const mmops_test::ApiArgs& a) {
+      return mmops_test::ApiOutputs{
+          mmops::roi_pool(a[0].toTensor(), a[1].toTensor(), a[2].toIntVector(), a[3].toDouble())};
+    }};
+
 } // namespace

@@ -1,7 +1,10 @@
 #pragma once
-// Helpers shared by the GoogleTest files: error-message checks and a
-// TorchScript resolver for source compiled from C++.
+// Helpers shared by the GoogleTest files: error-message checks, a TorchScript
+// resolver for source compiled from C++, and the table of public C++ functions
+// that test_torchscript.cpp calls on the recorded conformance cases.
 
+#include <ATen/core/Tensor.h>
+#include <ATen/core/ivalue.h>
 #include <c10/util/Exception.h>
 #include <torch/csrc/jit/api/compilation_unit.h>
 #include <torch/csrc/jit/frontend/resolver.h>
@@ -9,8 +12,13 @@
 
 #include <gtest/gtest.h>
 
+#include <functional>
+#include <map>
 #include <memory>
+#include <optional>
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace mmops_test {
 
@@ -53,6 +61,25 @@ struct TorchResolver : torch::jit::Resolver {
     return name == "torch" ? std::make_shared<TorchModule>() : nullptr;
   }
 };
+
+// ---- The public C++ API of every op, called with the op's arguments in schema order.
+using ApiArgs = std::vector<c10::IValue>;
+using ApiOutputs = std::vector<at::Tensor>;
+using ApiCall = std::function<ApiOutputs(const ApiArgs&)>;
+
+// "mmops::<op>" -> its call; filled at start-up by the CppApiEntry of each test/cpp/test_<family>.cpp.
+inline std::map<std::string, ApiCall>& cpp_api() {
+  static std::map<std::string, ApiCall> api;
+  return api;
+}
+
+struct CppApiEntry {
+  CppApiEntry(const std::string& op, ApiCall call) { cpp_api().emplace(op, std::move(call)); }
+};
+
+inline std::optional<at::Tensor> optional_tensor(const c10::IValue& v) {
+  return v.isNone() ? std::nullopt : std::optional<at::Tensor>(v.toTensor());
+}
 
 } // namespace mmops_test
 

@@ -3,6 +3,8 @@
 // with no Python involved: the scripted models' outputs and gradients on the CPU
 // and on CUDA, and the public C++ API on the ops' recorded arguments.
 
+#include "test_support.h"
+
 #include <mmops/mmops.h>
 
 #include <torch/script.h>
@@ -183,78 +185,9 @@ TEST(TorchScriptCases, ModelsSavedInPythonRunOnCuda) {
 
 // ---------------------------------------------------------------------------- the C++ API
 
-using Args = std::vector<c10::IValue>;
-using Outputs = std::vector<at::Tensor>;
-
-std::optional<at::Tensor> optional_tensor(const c10::IValue& v) {
-  return v.isNone() ? std::nullopt : std::optional<at::Tensor>(v.toTensor());
-}
-
-// The public C++ function of each op, called with the op's arguments in schema order.
-const std::map<std::string, std::function<Outputs(const Args&)>>& cpp_api() {
-  static const std::map<std::string, std::function<Outputs(const Args&)>> api = {
-      {"mmops::roi_align",
-       [](const Args& a) {
-         return Outputs{mmops::roi_align(a[0].toTensor(), a[1].toTensor(), a[2].toIntVector(), a[3].toDouble(),
-                                         a[4].toInt(), a[5].toStringRef(), a[6].toBool())};
-       }},
-      {"mmops::multi_level_roi_align",
-       [](const Args& a) {
-         return Outputs{mmops::multi_level_roi_align(a[0].toTensorVector(), a[1].toTensor(), a[2].toIntVector(),
-                                                     a[3].toDoubleVector(), a[4].toInt(), a[5].toStringRef(),
-                                                     a[6].toBool(), a[7].toInt())};
-       }},
-      {"mmops::roi_pool",
-       [](const Args& a) {
-         return Outputs{mmops::roi_pool(a[0].toTensor(), a[1].toTensor(), a[2].toIntVector(), a[3].toDouble())};
-       }},
-      {"mmops::sigmoid_focal_loss",
-       [](const Args& a) {
-         return Outputs{mmops::sigmoid_focal_loss(a[0].toTensor(), a[1].toTensor(), a[2].toDouble(), a[3].toDouble(),
-                                                  optional_tensor(a[4]), a[5].toStringRef())};
-       }},
-      {"mmops::softmax_focal_loss",
-       [](const Args& a) {
-         return Outputs{mmops::softmax_focal_loss(a[0].toTensor(), a[1].toTensor(), a[2].toDouble(), a[3].toDouble(),
-                                                  optional_tensor(a[4]), a[5].toStringRef())};
-       }},
-      {"mmops::nms",
-       [](const Args& a) { return Outputs{mmops::nms(a[0].toTensor(), a[1].toTensor(), a[2].toDouble())}; }},
-      {"mmops::batched_nms",
-       [](const Args& a) {
-         return Outputs{mmops::batched_nms(a[0].toTensor(), a[1].toTensor(), a[2].toTensor(), a[3].toDouble())};
-       }},
-      {"mmops::soft_nms",
-       [](const Args& a) {
-         const auto [dets, keep] = mmops::soft_nms(a[0].toTensor(), a[1].toTensor(), a[2].toDouble(), a[3].toDouble(),
-                                                   a[4].toDouble(), a[5].toStringRef());
-         return Outputs{dets, keep};
-       }},
-      {"mmops::bbox_overlaps",
-       [](const Args& a) {
-         return Outputs{
-             mmops::bbox_overlaps(a[0].toTensor(), a[1].toTensor(), a[2].toStringRef(), a[3].toBool(), a[4].toInt())};
-       }},
-      {"mmops::deform_conv2d",
-       [](const Args& a) {
-         return Outputs{mmops::deform_conv2d(a[0].toTensor(), a[1].toTensor(), a[2].toTensor(), optional_tensor(a[3]),
-                                             a[4].toIntVector(), a[5].toIntVector(), a[6].toIntVector(), a[7].toInt(),
-                                             a[8].toInt())};
-       }},
-      {"mmops::modulated_deform_conv2d",
-       [](const Args& a) {
-         return Outputs{mmops::modulated_deform_conv2d(
-             a[0].toTensor(), a[1].toTensor(), a[2].toTensor(), a[3].toTensor(), optional_tensor(a[4]),
-             a[5].toIntVector(), a[6].toIntVector(), a[7].toIntVector(), a[8].toInt(), a[9].toInt())};
-       }},
-      {"mmops::ms_deform_attn",
-       [](const Args& a) {
-         return Outputs{mmops::ms_deform_attn(a[0].toTensor(), a[1].toTensor(), a[2].toTensor(), a[3].toTensor(),
-                                              a[4].toTensor())};
-       }},
-  };
-  return api;
-}
+using mmops_test::ApiArgs;
+using mmops_test::ApiOutputs;
+using mmops_test::cpp_api;
 
 // The C++ API on every recorded op call (each case's sample and empty samples) gives the
 // outputs Python's op gave: exactly (1e-12 in float64, where a reduction may sum in another order).
@@ -268,11 +201,11 @@ TEST(TorchScriptCases, CppApiGivesThePythonResults) {
     const std::string op = holder.attr("op_name").toStringRef();
     const auto entry = cpp_api().find(op);
     if (entry == cpp_api().end()) {
-      ADD_FAILURE() << op << " has no entry in cpp_api() (test/cpp/test_torchscript.cpp)";
+      ADD_FAILURE() << op << " has no mmops_test::CppApiEntry (in its test/cpp/test_<family>.cpp)";
       continue;
     }
-    const Args args = holder.attr("args").toTupleRef().elements().vec();
-    const Outputs outputs = entry->second(args);
+    const ApiArgs args = holder.attr("args").toTupleRef().elements().vec();
+    const ApiOutputs outputs = entry->second(args);
     const std::vector<at::Tensor> expected = tensor_list(holder, "outputs");
     ASSERT_EQ(outputs.size(), expected.size());
     for (size_t i = 0; i < outputs.size(); ++i) {
