@@ -91,6 +91,33 @@ TOL = {
 }
 
 
+# The (input, rois) pairs of mmcv's tests/test_ops/test_roi_align.py and test_roi_pool.py
+# (both files use the same ones); each test pairs them with its op's expected values.
+MMCV_ROI_INPUTS = [
+    ([[[[1.0, 2.0], [3.0, 4.0]]]], [[0.0, 0.0, 0.0, 1.0, 1.0]]),
+    ([[[[1.0, 2.0], [3.0, 4.0]], [[4.0, 3.0], [2.0, 1.0]]]], [[0.0, 0.0, 0.0, 1.0, 1.0]]),
+    (
+        [[[[1.0, 2.0, 5.0, 6.0], [3.0, 4.0, 7.0, 8.0], [9.0, 10.0, 13.0, 14.0], [11.0, 12.0, 15.0, 16.0]]]],
+        [[0.0, 0.0, 0.0, 3.0, 3.0]],
+    ),
+]
+
+
+def capture_cuda_graph(step, warmups=2):
+    """Runs step() `warmups` times on a side stream, then captures one call in a
+    CUDA graph: returns (graph, what the captured call returned)."""
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        for _ in range(warmups):
+            step()
+    torch.cuda.current_stream().wait_stream(s)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        static = step()
+    return graph, static
+
+
 def random_rois(
     num_rois,
     batch,
