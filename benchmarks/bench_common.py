@@ -253,29 +253,50 @@ class ListOption:
     choices: Sequence[str]
     cuda: Sequence[str]
     cpu: Sequence[str]
-    help: str
     looped: bool = True  # False: bench gets the whole list (and loops itself)
+
+    @property
+    def help(self) -> str:
+        default = (
+            ",".join(self.cuda)
+            if list(self.cuda) == list(self.cpu)
+            else (f"{','.join(self.cuda)} on cuda, {','.join(self.cpu)} on cpu")
+        )
+        return f"comma-separated of {','.join(self.choices)} (default: {default})"
+
+
+LAYOUTS = {"contiguous": torch.contiguous_format, "channels_last": torch.channels_last}
+LAYOUT_OPTION = ListOption("layouts", LAYOUTS, LAYOUTS, LAYOUTS)
 
 
 def benchmark_main(
     doc: str,
+    title: str,
     iters: Tuple[int, int],
     warmup: Tuple[int, int],
     cases: Tuple[Sequence, Sequence],
     options: Sequence[ListOption],
     bench: Callable[..., object],
-    print_table: Callable[[list], None],
-    header: Callable[[Run, list], None],
+    labels: Sequence[str] = ("op", "shape", "dtype", "layout"),
+    baseline: str = "baseline",
+    check: str = "rel err fwd/bwd",
+    before: Sequence[Column] = (),
+    after: Sequence[Column] = (),
+    notes: str = "",
+    case_line: Optional[Callable[[object], str]] = None,
+    with_torchvision: bool = True,
     loop: Optional[Sequence[str]] = None,
     add_arguments: Optional[Callable[[argparse.ArgumentParser], None]] = None,
 ) -> int:
     """A benchmark script's main(): parses the run options (add_run_arguments;
     iters / warmup: the (cuda, cpu) defaults) and the list options, prints the
-    header, calls bench(case, *option values, run=, timer=, problems=) (a row or
-    a list of rows) for every selected case (of cases = (cuda cases, cpu cases))
-    and every combination of option values (nested in `loop` order, names of
-    `options`; default: as listed; an option with looped=False is passed whole), then prints the table and the problems.
-    Returns the exit code."""
+    header (print_header: title, baseline, notes, case_line(case) per case),
+    calls bench(case, *option values, run=, timer=, problems=) (a row or a list
+    of rows) for every selected case (of cases = (cuda cases, cpu cases)) and
+    every combination of option values (nested in `loop` order, names of
+    `options`; default: as listed; an option with looped=False is passed whole),
+    then prints the table (print_fwd_bwd_table: labels, baseline, check, before,
+    after) and the problems. Returns the exit code."""
     parser = argparse.ArgumentParser(
         description=doc, epilog=COMMON_HELP, formatter_class=argparse.RawDescriptionHelpFormatter
     )
@@ -290,7 +311,8 @@ def benchmark_main(
     selected = select_cases(parser, args.cases, cases[0] if run.cuda else cases[1])
     values = {o.name: getattr(args, o.name) or list(o.cuda if run.cuda else o.cpu) for o in options}
     order = list(loop or [o.name for o in options if o.looped])
-    header(run, selected)
+    lines = [case_line(c) for c in selected] if case_line is not None else []
+    print_header(title, run, baseline, notes, lines, with_torchvision)
 
     timer = Timer(run.device, run.iters, run.warmup)
     rows, problems = [], []
@@ -301,5 +323,5 @@ def benchmark_main(
             rows += result if isinstance(result, list) else [result]
             if run.cuda:
                 torch.cuda.empty_cache()
-    print_table(rows)
+    print_fwd_bwd_table(rows, labels, baseline, check, before, after)
     return report_problems(problems)

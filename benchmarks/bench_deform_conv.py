@@ -32,16 +32,7 @@ from typing import Optional
 
 import torch
 import torch.nn.functional as F
-from bench_common import (
-    FwdBwdRow,
-    ListOption,
-    benchmark_main,
-    fmt_ms,
-    print_fwd_bwd_table,
-    print_header,
-    rel_err,
-    torchvision_op,
-)
+from bench_common import LAYOUT_OPTION, LAYOUTS, FwdBwdRow, ListOption, benchmark_main, fmt_ms, rel_err, torchvision_op
 
 import mmops
 
@@ -72,7 +63,6 @@ DTYPES = {
     "bf16": (torch.bfloat16, None),
     "fp16": (torch.float16, None),
 }
-LAYOUTS = {"contiguous": torch.contiguous_format, "channels_last": torch.channels_last}
 OPS = ("modulated", "plain")
 # Timed and warm-up iterations by default: (cuda, cpu).
 ITERS, WARMUP = (50, 10), (10, 2)
@@ -194,62 +184,33 @@ def bench_config(case, dtype_name, layout_name, op, run, timer, problems, ref_ca
     return row
 
 
-def print_table(rows: list[FwdBwdRow]) -> None:
-    print_fwd_bwd_table(
-        rows,
-        labels=("case", "dtype", "layout", "op"),
-        baseline="torchvision",
-        check="rel err",
-        before=[("conv2d fwd ms", lambda r: fmt_ms(r.extra.get("conv2d")))],
-    )
-
-
-def print_header_lines(run, cases) -> None:
-    lines = []
-    for c in cases:
-        n, ch, h, w = c.shape
-        lines.append(
-            f"  {c.name:14s} input {n}x{ch}x{h}x{w}, weight {c.out_channels}x{ch}x{KERNEL}x{KERNEL}, "
-            f"stride 1, padding {PADDING}, bias, deform_groups 1"
-        )
-    print_header(
-        "deform_conv2d benchmark",
-        run,
-        baseline="torchvision",
-        notes="; rel err = worst max|mmops - ref| / max|ref| over output and gradients, ref = torchvision float64",
-        case_lines=lines,
+def case_line(c: Case) -> str:
+    n, ch, h, w = c.shape
+    return (
+        f"  {c.name:14s} input {n}x{ch}x{h}x{w}, weight {c.out_channels}x{ch}x{KERNEL}x{KERNEL}, "
+        f"stride 1, padding {PADDING}, bias, deform_groups 1"
     )
 
 
 def main() -> int:
     return benchmark_main(
         __doc__,
+        "deform_conv2d benchmark",
         iters=ITERS,
         warmup=WARMUP,
         cases=(CUDA_CASES, CPU_CASES),
         options=[
-            ListOption(
-                "dtypes",
-                DTYPES,
-                ["fp32/tf32", "fp32/ieee", "bf16"],
-                ["fp32/ieee"],
-                "comma-separated of fp32/tf32,fp32/ieee,bf16,fp16 "
-                "(default: fp32/tf32,fp32/ieee,bf16 on cuda, fp32/ieee on cpu)",
-            ),
-            ListOption(
-                "layouts", LAYOUTS, LAYOUTS, LAYOUTS, "comma-separated of contiguous,channels_last (default: both)"
-            ),
-            ListOption(
-                "ops",
-                OPS,
-                OPS,
-                ["modulated"],
-                "comma-separated of modulated,plain (default: modulated on cpu, both on cuda)",
-            ),
+            ListOption("dtypes", DTYPES, ["fp32/tf32", "fp32/ieee", "bf16"], ["fp32/ieee"]),
+            LAYOUT_OPTION,
+            ListOption("ops", OPS, OPS, ["modulated"]),
         ],
         bench=bench_config,
-        print_table=print_table,
-        header=print_header_lines,
+        labels=("case", "dtype", "layout", "op"),
+        baseline="torchvision",
+        check="rel err",
+        before=[("conv2d fwd ms", lambda r: fmt_ms(r.extra.get("conv2d")))],
+        notes="; rel err = worst max|mmops - ref| / max|ref| over output and gradients, ref = torchvision float64",
+        case_line=case_line,
         loop=("ops", "dtypes", "layouts"),
     )
 

@@ -18,15 +18,7 @@ from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
-from bench_common import (
-    FwdBwdRow,
-    ListOption,
-    benchmark_main,
-    print_fwd_bwd_table,
-    print_header,
-    rel_err,
-    torchvision_op,
-)
+from bench_common import FwdBwdRow, ListOption, benchmark_main, rel_err, torchvision_op
 
 tv_sigmoid_focal_loss = torchvision_op("sigmoid_focal_loss")
 
@@ -114,27 +106,20 @@ def bench_focal(case, dtype_name, run, timer, problems):
     return row
 
 
+def add_ops_alias(parser) -> None:
+    parser.add_argument("--ops", dest="cases", help="the same as --cases: sigmoid_focal_loss,softmax_focal_loss")
+
+
 def main() -> int:
     return benchmark_main(
         __doc__,
+        "focal loss benchmark",
         iters=(100, 10),
         warmup=(10, 2),
         cases=(CASES, CASES),
-        options=[
-            ListOption(
-                "dtypes",
-                DTYPES,
-                ["fp32", "bf16"],
-                ["fp32"],
-                "comma-separated of fp32,fp16,bf16 (default: fp32,bf16 on cuda, fp32 on cpu)",
-            )
-        ],
+        options=[ListOption("dtypes", DTYPES, ["fp32", "bf16"], ["fp32"])],
         bench=bench_focal,
-        print_table=print_fwd_bwd_table,
-        header=lambda run, cases: print_header("focal loss benchmark", run),
-        add_arguments=lambda parser: parser.add_argument(
-            "--ops", dest="cases", help="the same as --cases: sigmoid_focal_loss,softmax_focal_loss"
-        ),
+        add_arguments=add_ops_alias,
     )
 
 

@@ -23,7 +23,7 @@ import sys
 from dataclasses import dataclass
 
 import torch
-from bench_common import FwdBwdRow, ListOption, benchmark_main, print_fwd_bwd_table, print_header, rel_err
+from bench_common import FwdBwdRow, ListOption, benchmark_main, rel_err
 from ms_deform_attn_reference import reference as composite  # the baseline: mmcv's composite, any dtype
 
 import mmops
@@ -163,45 +163,30 @@ def bench_config(case: Case, dtype_name: str, run, timer, problems) -> FwdBwdRow
     return row
 
 
-def print_header_lines(run, cases) -> None:
-    lines = []
-    for c in cases:
-        maps = "/".join(f"{h}x{w}" for h, w in c.levels)
-        lines.append(
-            f"  {c.name:8s} B {c.batch}, levels {maps} (S {c.rows}), heads {c.heads}, head_dim {c.head_dim}, "
-            f"points {c.points}, queries {c.num_queries}"
-        )
-    print_header(
-        "ms_deform_attn benchmark",
-        run,
-        baseline="composite",
-        notes="; composite = per-level F.grid_sample + weighted sum (mmcv's multi_scale_deformable_attn_pytorch); "
-        "fwd+bwd = gradients of value, locations and weights",
-        case_lines=lines,
-        with_torchvision=False,
+def case_line(c: Case) -> str:
+    maps = "/".join(f"{h}x{w}" for h, w in c.levels)
+    return (
+        f"  {c.name:8s} B {c.batch}, levels {maps} (S {c.rows}), heads {c.heads}, head_dim {c.head_dim}, "
+        f"points {c.points}, queries {c.num_queries}"
     )
 
 
 def main() -> int:
     return benchmark_main(
         __doc__,
+        "ms_deform_attn benchmark",
         iters=ITERS,
         warmup=WARMUP,
         cases=(CUDA_CASES, CPU_CASES),
-        options=[
-            ListOption(
-                "dtypes",
-                DTYPES,
-                ["fp32", "bf16"],
-                ["fp32"],
-                "comma-separated of fp32,bf16,fp16 (default: fp32,bf16 on cuda, fp32 on cpu)",
-            )
-        ],
+        options=[ListOption("dtypes", DTYPES, ["fp32", "bf16"], ["fp32"])],
         bench=bench_config,
-        print_table=lambda rows: print_fwd_bwd_table(
-            rows, labels=("case", "dtype"), baseline="composite", check="rel err out/value/loc/attn"
-        ),
-        header=print_header_lines,
+        labels=("case", "dtype"),
+        baseline="composite",
+        check="rel err out/value/loc/attn",
+        notes="; composite = per-level F.grid_sample + weighted sum (mmcv's multi_scale_deformable_attn_pytorch); "
+        "fwd+bwd = gradients of value, locations and weights",
+        case_line=case_line,
+        with_torchvision=False,
     )
 
 

@@ -32,13 +32,13 @@ from typing import Optional
 
 import torch
 from bench_common import (
+    LAYOUT_OPTION,
+    LAYOUTS,
     FwdBwdRow,
     ListOption,
     benchmark_main,
     fmt_ms,
     fmt_ratio,
-    print_fwd_bwd_table,
-    print_header,
     torchvision_op,
 )
 from roi_align_reference import axis_samples  # the tests' sample positions (plain torch, float64)
@@ -79,7 +79,6 @@ FINEST_SCALE = 56
 MULTI_LEVEL_SIDES = (16.0, 600.0)
 
 DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
-LAYOUTS = {"contiguous": torch.contiguous_format, "channels_last": torch.channels_last}
 # Allowed max |mmops - float64 reference| relative to max |reference|, per
 # dtype: (forward, input gradient). The reference sees the same rounded low
 # precision inputs, so the gap is only compute precision and output rounding
@@ -381,76 +380,46 @@ def bench_multi_level_config(case, dtype_name, layout_name, modes, device, timer
     return bench_rows(case, dtype_name, layout_name, modes, timer, problems, xs, xs_req, grad_out, mm, tv, reference)
 
 
-def print_table(rows: list[FwdBwdRow]) -> None:
-    print_fwd_bwd_table(
-        rows,
-        labels=("case", "dtype", "layout", "mode"),
-        baseline="torchvision",
-        after=[
-            ("mmops det fwd+bwd ms", lambda r: fmt_ms(r.extra.get("det"))),
-            ("det/default", lambda r: fmt_ratio(r.extra.get("det"), r.mm_fb)),
-        ],
-    )
-
-
-def print_header_lines(run, cases) -> None:
-    lines = []
-    for c in cases:
-        n, ch, h, w = c.shape
-        if c.strides:
-            maps = ", ".join(f"{s[2]}x{s[3]}" for s in level_shapes(c))
-            per_level = torch.bincount(
-                map_roi_levels(make_multi_level_inputs(c)[1], len(c.strides)), minlength=len(c.strides)
-            ).tolist()
-            lines.append(
-                f"  {c.name:10s} input {n}x{ch}x{{{maps}}}, strides {'/'.join(map(str, c.strides))}, "
-                f"{c.num_rois} rois (per level {'/'.join(map(str, per_level))}), "
-                f"{c.output_size}x{c.output_size}, sampling_ratio {c.sampling_ratio}, aligned, "
-                f"finest_scale {FINEST_SCALE}"
-            )
-            continue
-        lines.append(
-            f"  {c.name:10s} input {n}x{ch}x{h}x{w}, scale 1/{round(1 / c.spatial_scale)}, {c.num_rois} rois, "
-            f"{c.output_size}x{c.output_size}, sampling_ratio {c.sampling_ratio}, aligned"
+def case_line(c: Case) -> str:
+    n, ch, h, w = c.shape
+    if c.strides:
+        maps = ", ".join(f"{s[2]}x{s[3]}" for s in level_shapes(c))
+        per_level = torch.bincount(
+            map_roi_levels(make_multi_level_inputs(c)[1], len(c.strides)), minlength=len(c.strides)
+        ).tolist()
+        return (
+            f"  {c.name:10s} input {n}x{ch}x{{{maps}}}, strides {'/'.join(map(str, c.strides))}, "
+            f"{c.num_rois} rois (per level {'/'.join(map(str, per_level))}), "
+            f"{c.output_size}x{c.output_size}, sampling_ratio {c.sampling_ratio}, aligned, "
+            f"finest_scale {FINEST_SCALE}"
         )
-    print_header(
-        "roi_align benchmark",
-        run,
-        baseline="torchvision",
-        notes="; rel err = max|mmops - float64 reference| / max|reference|, output / input grad",
-        case_lines=lines,
+    return (
+        f"  {c.name:10s} input {n}x{ch}x{h}x{w}, scale 1/{round(1 / c.spatial_scale)}, {c.num_rois} rois, "
+        f"{c.output_size}x{c.output_size}, sampling_ratio {c.sampling_ratio}, aligned"
     )
 
 
 def main() -> int:
     return benchmark_main(
         __doc__,
+        "roi_align benchmark",
         iters=(100, 20),
         warmup=(10, 3),
         cases=(CUDA_CASES, CPU_CASES),
         options=[
-            ListOption(
-                "dtypes",
-                DTYPES,
-                list(DTYPES),
-                ["fp32"],
-                "comma-separated of fp32,fp16,bf16 (default: all on cuda, fp32 on cpu)",
-            ),
-            ListOption(
-                "layouts", LAYOUTS, LAYOUTS, LAYOUTS, "comma-separated of contiguous,channels_last (default: both)"
-            ),
-            ListOption(
-                "modes",
-                ("avg", "max"),
-                ["avg", "max"],
-                ["avg", "max"],
-                "comma-separated of avg,max (default: both)",
-                looped=False,
-            ),
+            ListOption("dtypes", DTYPES, list(DTYPES), ["fp32"]),
+            LAYOUT_OPTION,
+            ListOption("modes", ("avg", "max"), ["avg", "max"], ["avg", "max"], looped=False),
         ],
         bench=bench_config,
-        print_table=print_table,
-        header=print_header_lines,
+        labels=("case", "dtype", "layout", "mode"),
+        baseline="torchvision",
+        after=[
+            ("mmops det fwd+bwd ms", lambda r: fmt_ms(r.extra.get("det"))),
+            ("det/default", lambda r: fmt_ratio(r.extra.get("det"), r.mm_fb)),
+        ],
+        notes="; rel err = max|mmops - float64 reference| / max|reference|, output / input grad",
+        case_line=case_line,
     )
 
 

@@ -16,20 +16,11 @@ import sys
 from dataclasses import dataclass
 
 import torch
-from bench_common import (
-    FwdBwdRow,
-    ListOption,
-    benchmark_main,
-    print_fwd_bwd_table,
-    print_header,
-    rel_err,
-    torchvision_op,
-)
+from bench_common import LAYOUT_OPTION, FwdBwdRow, ListOption, benchmark_main, rel_err, torchvision_op
 
 tv_roi_pool = torchvision_op("roi_pool")
 
 DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
-LAYOUTS = ("contiguous", "channels_last")
 
 
 @dataclass(frozen=True)
@@ -129,24 +120,12 @@ def bench_roi_pool(case, dtype_name, layout, run, timer, problems):
 def main() -> int:
     return benchmark_main(
         __doc__,
+        "roi_pool benchmark",
         iters=(100, 10),
         warmup=(10, 2),
         cases=(CUDA_CASES, CPU_CASES),
-        options=[
-            ListOption(
-                "dtypes",
-                DTYPES,
-                list(DTYPES),
-                ["fp32"],
-                "comma-separated of fp32,fp16,bf16 (default: all on cuda, fp32 on cpu)",
-            ),
-            ListOption(
-                "layouts", LAYOUTS, LAYOUTS, LAYOUTS, "comma-separated of contiguous,channels_last (default: both)"
-            ),
-        ],
+        options=[ListOption("dtypes", DTYPES, list(DTYPES), ["fp32"]), LAYOUT_OPTION],
         bench=bench_roi_pool,
-        print_table=print_fwd_bwd_table,
-        header=lambda run, cases: print_header("roi_pool benchmark", run),
     )
 
 

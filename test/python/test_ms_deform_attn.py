@@ -9,7 +9,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 from conformance import BadInput, ConformanceCase, ConformanceSuite, Sample
-from conftest import TOL, deterministic_algorithms, strict_index_check
+from conftest import TOL, capture_cuda_graph, deterministic_algorithms, strict_index_check
 from ms_deform_attn_reference import reference
 
 import mmops
@@ -780,15 +780,8 @@ def test_cuda_deterministic_mode_raises(dtype):
 def test_cuda_graph_capture():
     value, ss, starts, loc, attn = make(2, 20, 4, 16, [(6, 8), (3, 4)], 4, torch.float32, seed=46)
     args = [t.cuda() for t in (value, ss, starts, loc, attn)]
-    g = torch.cuda.CUDAGraph()
     with strict_index_check(True):  # skipped while capturing
-        s = torch.cuda.Stream()
-        s.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(s):
-            op(*args)
-            with torch.cuda.graph(g):
-                static_out = op(*args)
-        torch.cuda.current_stream().wait_stream(s)
+        g, static_out = capture_cuda_graph(lambda: op(*args), warmups=1)
     g.replay()
     torch.cuda.synchronize()
     torch.testing.assert_close(static_out.cpu(), op(value, ss, starts, loc, attn), **CUDA_TOL[torch.float32])

@@ -337,37 +337,41 @@ BAD_INPUTS = {
     **_BATCH_INDEX,
 }
 
-CONFORMANCE = [
-    ConformanceCase(
-        "multi_level_roi_align_avg_aligned",
+
+def _full_case(name, sample, mode, **more):
+    """A case with the whole suite: empty inputs, CUDA samples, the float32 CPU
+    reference and non-zero gradients to the maps; `mode` is the sample's pool mode."""
+    return ConformanceCase(
+        name,
         op,
-        _sample(3, 2, 3, 20, ([2, 3], SCALES[:3], 2, "avg", True, 56), (3, 4, 31), special=True, seed=100),
+        sample,
         grad_args=(0,),
         feature_args=(0,),
-        empty=_empty("avg"),
+        empty=_empty(mode),
+        helpers=_helpers,
+        cuda_samples=_cuda_samples(mode),
+        cuda_tol=_cuda_tol,
+        cpu_float32_reference=True,
+        nonzero_grads=True,
+        **more,
+    )
+
+
+CONFORMANCE = [
+    _full_case(
+        "multi_level_roi_align_avg_aligned",
+        _sample(3, 2, 3, 20, ([2, 3], SCALES[:3], 2, "avg", True, 56), (3, 4, 31), special=True, seed=100),
+        "avg",
         bad_inputs=BAD_INPUTS,
         module=_Net,
-        helpers=_helpers,
-        cuda_samples=_cuda_samples("avg"),
-        cuda_tol=_cuda_tol,
-        cpu_float32_reference=True,
-        nonzero_grads=True,
         script_grad_tol=dict(rtol=1e-6, atol=1e-6),
     ),
-    ConformanceCase(
+    _full_case(
         "multi_level_roi_align_max_unaligned_adaptive",
-        op,
         _sample(4, 1, 2, 8, ([3, 3], SCALES, 0, "max", False, 56)),
+        "max",
         dtype=torch.float64,
-        grad_args=(0,),
-        feature_args=(0,),
-        empty=_empty("max"),
         bad_inputs=_BATCH_INDEX,
-        helpers=_helpers,
-        cuda_samples=_cuda_samples("max"),
-        cuda_tol=_cuda_tol,
-        cpu_float32_reference=True,
-        nonzero_grads=True,
     ),
     ConformanceCase(
         "multi_level_roi_align_max_aligned_finest_28",

@@ -15,8 +15,10 @@ from conftest import (
     MMCV_ROI_INPUTS,
     REPO,
     TOL,
+    assert_same_fwd_bwd,
     capture_cuda_graph,
     deterministic_algorithms,
+    invalid_batch_index_inputs,
     random_rois,
     requires_torchvision,
     strict_index_check,
@@ -653,10 +655,7 @@ def test_matches_torchvision(aligned, sampling_ratio, dtype):
             xb = x.clone().requires_grad_(True)
             out = op(xa, rois, list(out_size), scale, sampling_ratio, "avg", aligned)
             exp = torchvision.ops.roi_align(xb, rois, out_size, scale, sampling_ratio, aligned)
-            torch.testing.assert_close(out, exp, **TOL[dtype])
-            out.backward(go)
-            exp.backward(go)
-            torch.testing.assert_close(xa.grad, xb.grad, **TOL[dtype])
+            assert_same_fwd_bwd(out, exp, xa, xb, go, TOL[dtype], TOL[dtype])
 
 
 # --------------------------------------------------------------------------- special inputs
@@ -711,10 +710,7 @@ def test_noncontiguous_input(pool_mode, layout):
     for xi, ri in ((xv, rois), (x, rois_nc), (xv, rois_nc)):
         xa, xb = xi.detach().requires_grad_(True), x.detach().requires_grad_(True)
         out, exp = op(xa, ri, *args), op(xb, rois, *args)
-        torch.testing.assert_close(out, exp, rtol=0, atol=0)
-        out.backward(go)
-        exp.backward(go)
-        torch.testing.assert_close(xa.grad, xb.grad, rtol=1e-6, atol=1e-6)
+        assert_same_fwd_bwd(out, exp, xa, xb, go, dict(rtol=0, atol=0), dict(rtol=1e-6, atol=1e-6))
     torch.testing.assert_close(
         exp.double(), roi_align_ref(x, rois, (3, 2), 0.5, 2, pool_mode, False), **TOL[torch.float32]
     )
@@ -967,13 +963,7 @@ def test_cuda_invalid_batch_index_gives_zeros(pool_mode):
 
 
 def _invalid_batch_index_gives_zeros(pool_mode):
-    torch.manual_seed(2)
-    x = torch.randn(2, 3, 8, 8, device="cuda")
-    rois = random_rois(8, 2, 8, 8, device="cuda")
-    bad = [0, 3, 5, 6]
-    for row, b in zip(bad, (-1.0, 2.0, 100.0, math.nan)):
-        rois[row, 0] = b
-    go = torch.randn(8, 3, 2, 2, device="cuda")
+    x, rois, bad, go = invalid_batch_index_inputs(seed=2)
     out, g = fwd_bwd(x, rois, go, [2, 2], 1.0, 2, pool_mode, True)
     torch.cuda.synchronize()
     assert torch.equal(out[bad], torch.zeros_like(out[bad]))
