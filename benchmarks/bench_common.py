@@ -1,18 +1,54 @@
-"""Timing and table helpers shared by the benchmark scripts in this folder.
+"""Timing, table, options and the main() shared by the benchmark scripts in this folder.
 
 The scripts run as `python benchmarks/bench_<name>.py`, so this module is
-imported as a sibling (`from bench_common import Timer`).
+imported as a sibling (`from bench_common import Timer`). A script defines its
+cases, its list options and bench(case, *option values, run=, timer=, problems=)
+and calls benchmark_main(); see bench_roi_pool.py.
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
+import itertools
 import statistics
+import sys
 import time
-from dataclasses import dataclass
-from typing import Callable, Optional, Sequence, Tuple
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Dict, Optional, Sequence, Tuple
 
 import torch
+
+import mmops
+
+try:  # the baseline of most scripts; without it only mmops is timed (and not checked)
+    import torchvision
+except ImportError:  # pragma: no cover - depends on the machine
+    torchvision = None
+
+# The plain-torch float64 references the tests use (test/python/*_reference.py)
+sys.path.append(str(Path(__file__).resolve().parents[1] / "test" / "python"))
+
+# The rules every script follows; --help prints them after the script's own text.
+COMMON_HELP = """\
+Timing:
+  CUDA: CUDA events around each iteration after warm-up, median.
+  CPU:  time.perf_counter around each iteration after warm-up, median,
+        torch.get_num_threads() threads.
+
+ratio = baseline ms / mmops ms (> 1 means mmops is faster).
+
+Run from the repository root: PYTHONPATH=python python benchmarks/%(prog)s [options]
+
+The exit code is 1 when a correctness check fails or mmops raises, else 0
+(timings are never asserted).
+"""
+
+
+def torchvision_op(name: str) -> Optional[Callable]:
+    """torchvision.ops.<name>, or None when torchvision is not installed."""
+    return getattr(torchvision.ops, name) if torchvision is not None else None
 
 
 class Timer:
@@ -142,37 +178,150 @@ def rel_err(out: torch.Tensor, ref: torch.Tensor) -> float:
     return diff / max(ref.double().abs().max().item() if ref.numel() else 0.0, 1e-12)
 
 
-def print_header(title: str, run: Run, library_path: object, torchvision_version: Optional[str]) -> None:
-    """The first two lines of a benchmark's output: machine, versions, timing rule."""
+def print_header(
+    title: str,
+    run: Run,
+    baseline: str = "baseline",
+    notes: str = "",
+    case_lines: Sequence[str] = (),
+    with_torchvision: bool = True,
+) -> None:
+    """The first lines of a benchmark's output: machine, versions, timing rule
+    (then `notes` on the same line), one line per case, a blank line."""
     where = torch.cuda.get_device_name(run.device) if run.cuda else f"cpu, {torch.get_num_threads()} threads"
-    tv = torchvision_version or "not installed"
-    print(f"{title} on {where}: torch {torch.__version__}, torchvision {tv}, mmops from {library_path}")
+    tv = ""
+    if with_torchvision:
+        tv = f", torchvision {torchvision.__version__ if torchvision is not None else 'not installed'}"
+    library = getattr(mmops, "library_path", "?")
+    print(f"{title} on {where}: torch {torch.__version__}{tv}, mmops from {library}")
     print(
-        f"median of {run.iters} iterations after {run.warmup} warm-ups; ratio = baseline / mmops (>1: mmops faster)\n"
+        f"median of {run.iters} iterations after {run.warmup} warm-ups; "
+        f"ratio = {baseline} / mmops (>1: mmops faster){notes}"
     )
+    for line in case_lines:
+        print(line)
+    print()
 
 
 @dataclass
 class FwdBwdRow:
-    """One line of a forward / forward+backward comparison table."""
+    """One line of a forward / forward+backward comparison table: the text
+    columns, the timings (ms), the check text; `extra`: more timings by name."""
 
-    op: str
-    shape: str
-    dtype: str
-    layout: str
+    labels: Sequence[str]
     base_fwd: Optional[float] = None
     mm_fwd: Optional[float] = None
     base_fb: Optional[float] = None
     mm_fb: Optional[float] = None
     check: str = ""
+    extra: Dict[str, Optional[float]] = field(default_factory=dict)
 
 
-def print_fwd_bwd_table(rows: Sequence[FwdBwdRow]) -> None:
-    header = ["op", "shape", "dtype", "layout", "baseline fwd ms", "mmops fwd ms", "ratio"]
-    header += ["baseline fwd+bwd ms", "mmops fwd+bwd ms", "ratio", "rel err fwd/bwd"]
+Column = Tuple[str, Callable[[FwdBwdRow], str]]
+
+
+def print_fwd_bwd_table(
+    rows: Sequence[FwdBwdRow],
+    labels: Sequence[str] = ("op", "shape", "dtype", "layout"),
+    baseline: str = "baseline",
+    check: str = "rel err fwd/bwd",
+    before: Sequence[Column] = (),
+    after: Sequence[Column] = (),
+) -> None:
+    """The table: the label columns, `before` (header, cell) columns, baseline /
+    mmops forward and ratio, the same for forward+backward, `after`, the check."""
+    header = list(labels) + [h for h, _ in before]
+    header += [f"{baseline} fwd ms", "mmops fwd ms", "ratio", f"{baseline} fwd+bwd ms", "mmops fwd+bwd ms", "ratio"]
+    header += [h for h, _ in after] + [check]
     cells = [
-        [r.op, r.shape, r.dtype, r.layout, fmt_ms(r.base_fwd), fmt_ms(r.mm_fwd), fmt_ratio(r.base_fwd, r.mm_fwd)]
-        + [fmt_ms(r.base_fb), fmt_ms(r.mm_fb), fmt_ratio(r.base_fb, r.mm_fb), r.check]
+        list(r.labels)
+        + [cell(r) for _, cell in before]
+        + [fmt_ms(r.base_fwd), fmt_ms(r.mm_fwd), fmt_ratio(r.base_fwd, r.mm_fwd)]
+        + [fmt_ms(r.base_fb), fmt_ms(r.mm_fb), fmt_ratio(r.base_fb, r.mm_fb)]
+        + [cell(r) for _, cell in after]
+        + [r.check]
         for r in rows
     ]
-    print_columns(header, cells, left=4)
+    print_columns(header, cells, left=len(labels))  # the label columns are text, the rest numbers
+
+
+@dataclass(frozen=True)
+class ListOption:
+    """A comma-separated option --<name> of `choices`, with its defaults on cuda and on cpu."""
+
+    name: str
+    choices: Sequence[str]
+    cuda: Sequence[str]
+    cpu: Sequence[str]
+    looped: bool = True  # False: bench gets the whole list (and loops itself)
+
+    @property
+    def help(self) -> str:
+        default = (
+            ",".join(self.cuda)
+            if list(self.cuda) == list(self.cpu)
+            else (f"{','.join(self.cuda)} on cuda, {','.join(self.cpu)} on cpu")
+        )
+        return f"comma-separated of {','.join(self.choices)} (default: {default})"
+
+
+LAYOUTS = {"contiguous": torch.contiguous_format, "channels_last": torch.channels_last}
+LAYOUT_OPTION = ListOption("layouts", LAYOUTS, LAYOUTS, LAYOUTS)
+
+
+def benchmark_main(
+    doc: str,
+    title: str,
+    iters: Tuple[int, int],
+    warmup: Tuple[int, int],
+    cases: Tuple[Sequence, Sequence],
+    options: Sequence[ListOption],
+    bench: Callable[..., object],
+    labels: Sequence[str] = ("op", "shape", "dtype", "layout"),
+    baseline: str = "baseline",
+    check: str = "rel err fwd/bwd",
+    before: Sequence[Column] = (),
+    after: Sequence[Column] = (),
+    notes: str = "",
+    case_line: Optional[Callable[[object], str]] = None,
+    with_torchvision: bool = True,
+    loop: Optional[Sequence[str]] = None,
+    add_arguments: Optional[Callable[[argparse.ArgumentParser], None]] = None,
+) -> int:
+    """A benchmark script's main(): parses the run options (add_run_arguments;
+    iters / warmup: the (cuda, cpu) defaults) and the list options, prints the
+    header (print_header: title, baseline, notes, case_line(case) per case),
+    calls bench(case, *option values, run=, timer=, problems=) (a row or a list
+    of rows) for every selected case (of cases = (cuda cases, cpu cases)) and
+    every combination of option values (nested in `loop` order, names of
+    `options`; default: as listed; an option with looped=False is passed whole),
+    then prints the table (print_fwd_bwd_table: labels, baseline, check, before,
+    after) and the problems. Returns the exit code."""
+    parser = argparse.ArgumentParser(
+        description=doc, epilog=COMMON_HELP, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    add_run_arguments(parser, iters=iters, warmup=warmup)
+    for o in options:
+        # parse_list raises argparse.ArgumentTypeError: argparse reports a bad item itself
+        parser.add_argument(f"--{o.name}", type=functools.partial(parse_list, choices=o.choices), help=o.help)
+    if add_arguments is not None:
+        add_arguments(parser)
+    args = parser.parse_args()
+    run = resolve_run(parser, args, iters=iters, warmup=warmup)
+    selected = select_cases(parser, args.cases, cases[0] if run.cuda else cases[1])
+    values = {o.name: getattr(args, o.name) or list(o.cuda if run.cuda else o.cpu) for o in options}
+    order = list(loop or [o.name for o in options if o.looped])
+    lines = [case_line(c) for c in selected] if case_line is not None else []
+    print_header(title, run, baseline, notes, lines, with_torchvision)
+
+    timer = Timer(run.device, run.iters, run.warmup)
+    rows, problems = [], []
+    for case in selected:
+        for combo in itertools.product(*(values[name] for name in order)):
+            by_name = {**values, **dict(zip(order, combo))}
+            result = bench(case, *(by_name[o.name] for o in options), run=run, timer=timer, problems=problems)
+            rows += result if isinstance(result, list) else [result]
+            if run.cuda:
+                torch.cuda.empty_cache()
+    print_fwd_bwd_table(rows, labels, baseline, check, before, after)
+    return report_problems(problems)

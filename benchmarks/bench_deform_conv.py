@@ -19,54 +19,24 @@ dtypes:
   bf16, fp16 the column buffers in the input dtype (tensor cores), float
              accumulation; torchvision rows where it has a kernel
 The "conv2d fwd ms" column is F.conv2d of the same shape, dtype and layout: a
-lower bound for the forward.
-
-  CUDA: CUDA events around each iteration after warm-up, median.
-  CPU:  time.perf_counter around each iteration after warm-up, median,
-        torch.get_num_threads() threads; smaller shapes, fp32/ieee only.
-
-ratio = torchvision ms / mmops ms (> 1 means mmops is faster).
-
-Usage:
-  PYTHONPATH=python python benchmarks/bench_deform_conv.py [--device cpu|cuda]
-      [--iters N] [--warmup N] [--cases NAMES] [--dtypes fp32/tf32,fp32/ieee,bf16,fp16]
-      [--layouts contiguous,channels_last] [--ops modulated,plain] [--quick]
-
-The exit code is 1 when a correctness check fails or mmops raises, else 0
-(timings are never asserted).
+lower bound for the forward. On the CPU smaller shapes, fp32/ieee only. The
+baseline is torchvision.
 """
 
 from __future__ import annotations
 
-import argparse
 import contextlib
-import functools
 import sys
 from dataclasses import dataclass
 from typing import Optional
 
 import torch
 import torch.nn.functional as F
-from bench_common import (
-    Timer,
-    add_run_arguments,
-    fmt_ms,
-    fmt_ratio,
-    parse_list,
-    print_columns,
-    report_problems,
-    resolve_run,
-    select_cases,
-)
+from bench_common import LAYOUT_OPTION, LAYOUTS, FwdBwdRow, ListOption, benchmark_main, fmt_ms, rel_err, torchvision_op
 
 import mmops
 
-try:  # the baseline; without it only mmops is timed (and not checked)
-    import torchvision
-    from torchvision.ops import deform_conv2d as tv_deform_conv2d
-except ImportError:  # pragma: no cover - depends on the machine
-    torchvision = None
-    tv_deform_conv2d = None
+tv_deform_conv2d = torchvision_op("deform_conv2d")  # without it only mmops is timed (and not checked)
 
 
 @dataclass(frozen=True)
@@ -93,7 +63,6 @@ DTYPES = {
     "bf16": (torch.bfloat16, None),
     "fp16": (torch.float16, None),
 }
-LAYOUTS = {"contiguous": torch.contiguous_format, "channels_last": torch.channels_last}
 OPS = ("modulated", "plain")
 # Timed and warm-up iterations by default: (cuda, cpu).
 ITERS, WARMUP = (50, 10), (10, 2)
@@ -153,29 +122,18 @@ def reference(tensors, grad_out, op):
     return out.detach(), grads
 
 
-def rel_err(out, ref) -> float:
-    diff = (out.double() - ref).abs().max().item()
-    return diff / max(ref.abs().max().item(), 1e-12)
+# The last float64 reference, by (case name, dtype, op): the configurations of a case share it.
+_REF_CACHE: dict = {}
 
 
-@dataclass
-class Row:
-    case: str
-    dtype: str
-    layout: str
-    op: str
-    conv_fwd: Optional[float] = None
-    tv_fwd: Optional[float] = None
-    mm_fwd: Optional[float] = None
-    tv_fb: Optional[float] = None
-    mm_fb: Optional[float] = None
-    check: str = ""
-
-
-def bench_config(case, dtype_name, layout_name, op, device, timer, problems, ref_cache) -> Row:
+def bench_config(case, dtype_name, layout_name, op, run, timer, problems, ref_cache=_REF_CACHE) -> FwdBwdRow:
+    """One configuration (checked, then timed)."""
+    device = run.device
     dtype, tf32 = DTYPES[dtype_name]
     fmt = LAYOUTS[layout_name]
-    row = Row(case.name, dtype_name, layout_name, op)
+    if ref_cache and next(iter(ref_cache))[0] != case.name:
+        ref_cache.clear()  # a new case: the last one's reference is not needed again
+    row = FwdBwdRow((case.name, dtype_name, layout_name, op))
     label = f"{case.name}/{dtype_name}/{layout_name}/{op}"
     base = make_inputs(case)
     tensors = [t.to(device=device, dtype=dtype) for t in base]
@@ -212,114 +170,49 @@ def bench_config(case, dtype_name, layout_name, op, device, timer, problems, ref
 
         # --- timing --------------------------------------------------------
         with torch.no_grad():
-            row.conv_fwd = timer(lambda: F.conv2d(tensors[0], tensors[3], tensors[4], 1, PADDING))
+            row.extra["conv2d"] = timer(lambda: F.conv2d(tensors[0], tensors[3], tensors[4], 1, PADDING))
             row.mm_fwd = timer(lambda: mm_call(*tensors, op))
         row.mm_fb = timer(lambda: torch.autograd.grad(mm_call(*req, op), leaves_of(req, op), grad_out))
         if tv_deform_conv2d is not None:
             try:
                 with torch.no_grad():
                     tv_call(*tensors, op)  # torchvision lacks some dtype kernels
-                    row.tv_fwd = timer(lambda: tv_call(*tensors, op))
-                row.tv_fb = timer(lambda: torch.autograd.grad(tv_call(*req, op), leaves_of(req, op), grad_out))
+                    row.base_fwd = timer(lambda: tv_call(*tensors, op))
+                row.base_fb = timer(lambda: torch.autograd.grad(tv_call(*req, op), leaves_of(req, op), grad_out))
             except (RuntimeError, NotImplementedError):
                 pass
     return row
 
 
-def print_table(rows: list[Row]) -> None:
-    header = [
-        "case",
-        "dtype",
-        "layout",
-        "op",
-        "conv2d fwd ms",
-        "torchvision fwd ms",
-        "mmops fwd ms",
-        "ratio",
-        "torchvision fwd+bwd ms",
-        "mmops fwd+bwd ms",
-        "ratio",
-        "rel err",
-    ]
-    cells = [
-        [
-            r.case,
-            r.dtype,
-            r.layout,
-            r.op,
-            fmt_ms(r.conv_fwd),
-            fmt_ms(r.tv_fwd),
-            fmt_ms(r.mm_fwd),
-            fmt_ratio(r.tv_fwd, r.mm_fwd),
-            fmt_ms(r.tv_fb),
-            fmt_ms(r.mm_fb),
-            fmt_ratio(r.tv_fb, r.mm_fb),
-            r.check,
-        ]
-        for r in rows
-    ]
-    print_columns(header, cells, left=4)
+def case_line(c: Case) -> str:
+    n, ch, h, w = c.shape
+    return (
+        f"  {c.name:14s} input {n}x{ch}x{h}x{w}, weight {c.out_channels}x{ch}x{KERNEL}x{KERNEL}, "
+        f"stride 1, padding {PADDING}, bias, deform_groups 1"
+    )
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    add_run_arguments(parser, iters=ITERS, warmup=WARMUP)
-    # parse_list raises argparse.ArgumentTypeError: argparse reports a bad item itself
-    parser.add_argument(
-        "--dtypes",
-        type=functools.partial(parse_list, choices=DTYPES),
-        help="comma-separated of fp32/tf32,fp32/ieee,bf16,fp16 "
-        "(default: fp32/tf32,fp32/ieee,bf16 on cuda, fp32/ieee on cpu)",
+    return benchmark_main(
+        __doc__,
+        "deform_conv2d benchmark",
+        iters=ITERS,
+        warmup=WARMUP,
+        cases=(CUDA_CASES, CPU_CASES),
+        options=[
+            ListOption("dtypes", DTYPES, ["fp32/tf32", "fp32/ieee", "bf16"], ["fp32/ieee"]),
+            LAYOUT_OPTION,
+            ListOption("ops", OPS, OPS, ["modulated"]),
+        ],
+        bench=bench_config,
+        labels=("case", "dtype", "layout", "op"),
+        baseline="torchvision",
+        check="rel err",
+        before=[("conv2d fwd ms", lambda r: fmt_ms(r.extra.get("conv2d")))],
+        notes="; rel err = worst max|mmops - ref| / max|ref| over output and gradients, ref = torchvision float64",
+        case_line=case_line,
+        loop=("ops", "dtypes", "layouts"),
     )
-    parser.add_argument(
-        "--layouts",
-        type=functools.partial(parse_list, choices=LAYOUTS),
-        help="comma-separated of contiguous,channels_last (default: both)",
-    )
-    parser.add_argument(
-        "--ops",
-        type=functools.partial(parse_list, choices=OPS),
-        help="comma-separated of modulated,plain (default: modulated on cpu, both on cuda)",
-    )
-    args = parser.parse_args()
-
-    run = resolve_run(parser, args, iters=ITERS, warmup=WARMUP)
-    device, cuda, iters, warmup = run.device, run.cuda, run.iters, run.warmup
-    cases = select_cases(parser, args.cases, CUDA_CASES if cuda else CPU_CASES)
-    dtypes = args.dtypes or (["fp32/tf32", "fp32/ieee", "bf16"] if cuda else ["fp32/ieee"])
-    layouts = args.layouts or list(LAYOUTS)
-    ops = args.ops or (list(OPS) if cuda else ["modulated"])
-
-    where = torch.cuda.get_device_name(device) if cuda else f"cpu, {torch.get_num_threads()} threads"
-    tv_version = torchvision.__version__ if torchvision is not None else "not installed"
-    print(
-        f"deform_conv2d benchmark on {where}: torch {torch.__version__}, torchvision {tv_version}, "
-        f"mmops from {getattr(mmops, 'library_path', '?')}"
-    )
-    print(
-        f"median of {iters} iterations after {warmup} warm-ups; ratio = torchvision / mmops (>1: mmops faster); "
-        f"rel err = worst max|mmops - ref| / max|ref| over output and gradients, ref = torchvision float64"
-    )
-    for c in cases:
-        n, ch, h, w = c.shape
-        print(
-            f"  {c.name:14s} input {n}x{ch}x{h}x{w}, weight {c.out_channels}x{ch}x{KERNEL}x{KERNEL}, "
-            f"stride 1, padding {PADDING}, bias, deform_groups 1"
-        )
-    print()
-
-    timer = Timer(device, iters, warmup)
-    rows, problems, ref_cache = [], [], {}
-    for case in cases:
-        for op in ops:
-            for dtype_name in dtypes:
-                for layout_name in layouts:
-                    rows.append(bench_config(case, dtype_name, layout_name, op, device, timer, problems, ref_cache))
-                    if cuda:
-                        torch.cuda.empty_cache()
-        ref_cache.clear()
-    print_table(rows)
-    return report_problems(problems)
 
 
 if __name__ == "__main__":

@@ -8,49 +8,19 @@
 CUDA: 65536 x 80 logits; CPU: 8192 x 80. Every configuration is checked first
 against a float64 reference (loss and gradient to 1e-5 relative for float32,
 2e-2 for bfloat16), so the benchmark never times wrong code. Then forward and
-forward+backward (torch.autograd.grad) are timed.
-
-  CUDA: CUDA events around each iteration after warm-up, median.
-  CPU:  time.perf_counter, median, float32 only.
-
-ratio = baseline ms / mmops ms (> 1: mmops faster).
-
-Usage:
-  PYTHONPATH=python python benchmarks/bench_focal_loss.py [--device cpu|cuda] [--iters N]
-      [--warmup N] [--ops sigmoid_focal_loss,softmax_focal_loss] [--dtypes fp32,bf16] [--quick]
-
-Exit code 1 when a correctness check fails or mmops raises, else 0.
+forward+backward (torch.autograd.grad) are timed; on the CPU float32 only.
 """
 
 from __future__ import annotations
 
-import argparse
 import sys
 from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
-from bench_common import (
-    FwdBwdRow,
-    Timer,
-    add_run_arguments,
-    parse_list,
-    print_fwd_bwd_table,
-    print_header,
-    rel_err,
-    report_problems,
-    resolve_run,
-    select_cases,
-)
+from bench_common import FwdBwdRow, ListOption, benchmark_main, rel_err, torchvision_op
 
-import mmops
-
-try:
-    import torchvision
-    from torchvision.ops import sigmoid_focal_loss as tv_sigmoid_focal_loss
-except ImportError:  # pragma: no cover
-    torchvision = None
-    tv_sigmoid_focal_loss = None
+tv_sigmoid_focal_loss = torchvision_op("sigmoid_focal_loss")
 
 DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
 GAMMA, ALPHA = 2.0, 0.25
@@ -86,7 +56,9 @@ def softmax_composite(x, t):
     return (-ALPHA * (1 - logp.exp()) ** GAMMA * logp).sum() / x.shape[0]
 
 
-def bench_focal(kind, rows, classes, dtype_name, device, timer, problems):
+def bench_focal(case, dtype_name, run, timer, problems):
+    kind, device = case.kind, run.device
+    rows, classes = CUDA_SHAPE if run.cuda else CPU_SHAPE
     dtype = DTYPES[dtype_name]
     gen = torch.Generator().manual_seed(2)
     x = (torch.randn(rows, classes, generator=gen) * 3).to(device=device, dtype=dtype)
@@ -95,7 +67,7 @@ def bench_focal(kind, rows, classes, dtype_name, device, timer, problems):
     onehot = F.one_hot(t, classes + 1)[:, :classes].to(dtype)
     x_req = x.detach().clone().requires_grad_(True)
     op = torch.ops.mmops.sigmoid_focal_loss if kind == "sigmoid" else torch.ops.mmops.softmax_focal_loss
-    row = FwdBwdRow(f"{kind}_focal_loss", f"{rows}x{classes}, mean", dtype_name, "-")
+    row = FwdBwdRow((f"{kind}_focal_loss", f"{rows}x{classes}, mean", dtype_name, "-"))
 
     def mm(v):
         return op(v, t, GAMMA, ALPHA, None, "mean")
@@ -134,31 +106,21 @@ def bench_focal(kind, rows, classes, dtype_name, device, timer, problems):
     return row
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    add_run_arguments(parser, iters=(100, 10), warmup=(10, 2))
+def add_ops_alias(parser) -> None:
     parser.add_argument("--ops", dest="cases", help="the same as --cases: sigmoid_focal_loss,softmax_focal_loss")
-    parser.add_argument("--dtypes", help="comma-separated of fp32,fp16,bf16 (default: fp32,bf16 on cuda, fp32 on cpu)")
-    args = parser.parse_args()
-    run = resolve_run(parser, args, iters=(100, 10), warmup=(10, 2))
-    cases = select_cases(parser, args.cases, CASES)
-    try:
-        dtypes = parse_list(args.dtypes, DTYPES) or (["fp32", "bf16"] if run.cuda else ["fp32"])
-    except argparse.ArgumentTypeError as exc:
-        parser.error(str(exc))
-    timer = Timer(run.device, run.iters, run.warmup)
-    print_header(
-        "focal loss benchmark", run, getattr(mmops, "library_path", "?"), getattr(torchvision, "__version__", None)
-    )
 
-    rows, problems = [], []
-    for case in cases:
-        for d in dtypes:
-            rows.append(
-                bench_focal(case.kind, *(CUDA_SHAPE if run.cuda else CPU_SHAPE), d, run.device, timer, problems)
-            )
-    print_fwd_bwd_table(rows)
-    return report_problems(problems)
+
+def main() -> int:
+    return benchmark_main(
+        __doc__,
+        "focal loss benchmark",
+        iters=(100, 10),
+        warmup=(10, 2),
+        cases=(CASES, CASES),
+        options=[ListOption("dtypes", DTYPES, ["fp32", "bf16"], ["fp32"])],
+        bench=bench_focal,
+        add_arguments=add_ops_alias,
+    )
 
 
 if __name__ == "__main__":

@@ -12,43 +12,19 @@ wrong code. Then forward and forward+backward (gradients
 of value, sampling_locations and attention_weights for a fixed random output
 gradient, as in training) are timed.
 
-  CUDA: CUDA events around each iteration after warm-up, median. The "encoder"
-        case is Deformable DETR's encoder: B 2, levels 100x150 / 50x75 / 25x38 /
-        13x19, 8 heads of 32 channels, 4 points, one query per value row.
-  CPU:  time.perf_counter around each iteration after warm-up, median,
-        torch.get_num_threads() threads; a smaller shape, float32 only.
-
-ratio = composite ms / mmops ms (> 1 means mmops is faster).
-
-Usage:
-  PYTHONPATH=python python benchmarks/bench_ms_deform_attn.py [--device cpu|cuda]
-      [--iters N] [--warmup N] [--cases encoder,decoder] [--dtypes fp32,bf16,fp16] [--quick]
-
-The exit code is 1 when a correctness check fails or mmops raises, else 0
-(timings are never asserted).
+The CUDA "encoder" case is Deformable DETR's encoder: B 2, levels 100x150 /
+50x75 / 25x38 / 13x19, 8 heads of 32 channels, 4 points, one query per value
+row. On the CPU a smaller shape, float32 only. The baseline is the composite.
 """
 
 from __future__ import annotations
 
-import argparse
-import functools
 import sys
 from dataclasses import dataclass
-from typing import Optional
 
 import torch
-import torch.nn.functional as F
-from bench_common import (
-    Timer,
-    add_run_arguments,
-    fmt_ms,
-    fmt_ratio,
-    parse_list,
-    print_columns,
-    report_problems,
-    resolve_run,
-    select_cases,
-)
+from bench_common import FwdBwdRow, ListOption, benchmark_main, rel_err
+from ms_deform_attn_reference import reference as composite  # the baseline: mmcv's composite, any dtype
 
 import mmops
 
@@ -90,22 +66,6 @@ ITERS, WARMUP = (50, 10), (10, 2)
 TOLERANCE = {torch.float32: (1e-4, 1e-3), torch.float16: (5e-3, 3e-2), torch.bfloat16: (3e-2, 1e-1)}
 
 
-def composite(value, spatial_shapes, sampling_locations, attention_weights, shapes):
-    """The baseline (mmcv's multi_scale_deformable_attn_pytorch); shapes: list of (H, W)."""
-    B, S, M, D = value.shape
-    _, Q, _, L, P, _ = sampling_locations.shape
-    per_level = value.split([h * w for h, w in shapes], dim=1)
-    grids = 2 * sampling_locations - 1
-    samples = []
-    for lvl, (h, w) in enumerate(shapes):
-        v = per_level[lvl].flatten(2).transpose(1, 2).reshape(B * M, D, h, w)
-        g = grids[:, :, :, lvl].transpose(1, 2).flatten(0, 1)
-        samples.append(F.grid_sample(v, g, mode="bilinear", padding_mode="zeros", align_corners=False))
-    a = attention_weights.transpose(1, 2).reshape(B * M, 1, Q, L * P)
-    out = (torch.stack(samples, dim=-2).flatten(-2) * a).sum(-1).view(B, M * D, Q)
-    return out.transpose(1, 2).contiguous()
-
-
 def reference_points(case: Case, gen: torch.Generator) -> torch.Tensor:
     """[B, Q, 1, 1, 1, 2] (x, y) in [0, 1]: the encoder's (Deformable DETR's
     get_reference_points) are the pixel centres of every level, in value's row
@@ -138,25 +98,9 @@ def make_inputs(case: Case, seed: int = 0):
     return value, shapes, starts, loc, attn
 
 
-def rel_err(x: torch.Tensor, ref: torch.Tensor) -> float:
-    scale = max(ref.double().abs().max().item(), 1e-12)
-    return (x.double() - ref.double()).abs().max().item() / scale
-
-
-@dataclass
-class Row:
-    case: str
-    dtype: str
-    base_fwd: Optional[float] = None
-    mm_fwd: Optional[float] = None
-    base_fb: Optional[float] = None
-    mm_fb: Optional[float] = None
-    check: str = ""
-
-
-def bench_config(case: Case, dtype_name: str, device, timer, problems) -> Row:
-    dtype = DTYPES[dtype_name]
-    row = Row(case.name, dtype_name)
+def bench_config(case: Case, dtype_name: str, run, timer, problems) -> FwdBwdRow:
+    dtype, device = DTYPES[dtype_name], run.device
+    row = FwdBwdRow((case.name, dtype_name))
     value, shapes, starts, loc, attn = make_inputs(case)
     levels = list(case.levels)
     go = torch.randn(
@@ -169,7 +113,7 @@ def bench_config(case: Case, dtype_name: str, device, timer, problems) -> Row:
         return mmops.ms_deform_attn(v_, ss, st, lo_, a_)
 
     def base(v_, lo_, a_):
-        return composite(v_, ss, lo_, a_, levels)
+        return composite(v_, levels, lo_, a_)
 
     leaves = [t.detach().clone().requires_grad_(True) for t in (v, lo, a)]
 
@@ -186,7 +130,7 @@ def bench_config(case: Case, dtype_name: str, device, timer, problems) -> Row:
         problems.append(f"{label}: mmops raised {type(exc).__name__}: {exc}")
         return row
     ref_leaves = [t.detach().double().requires_grad_(True) for t in (v, lo, a)]
-    ref_out = composite(*ref_leaves[:1], ss, *ref_leaves[1:], levels)
+    ref_out = composite(ref_leaves[0], levels, *ref_leaves[1:])
     ref_grads = torch.autograd.grad(ref_out, ref_leaves, g.double())
     # d/dx of a bilinear sample jumps where x crosses an integer pixel: a float32
     # coordinate within rounding of one may floor the other way than float64 and
@@ -219,78 +163,31 @@ def bench_config(case: Case, dtype_name: str, device, timer, problems) -> Row:
     return row
 
 
-def print_table(rows: list[Row]) -> None:
-    header = [
-        "case",
-        "dtype",
-        "composite fwd ms",
-        "mmops fwd ms",
-        "ratio",
-        "composite fwd+bwd ms",
-        "mmops fwd+bwd ms",
-        "ratio",
-        "rel err out/value/loc/attn",
-    ]
-    cells = [
-        [
-            r.case,
-            r.dtype,
-            fmt_ms(r.base_fwd),
-            fmt_ms(r.mm_fwd),
-            fmt_ratio(r.base_fwd, r.mm_fwd),
-            fmt_ms(r.base_fb),
-            fmt_ms(r.mm_fb),
-            fmt_ratio(r.base_fb, r.mm_fb),
-            r.check,
-        ]
-        for r in rows
-    ]
-    print_columns(header, cells, left=2)
+def case_line(c: Case) -> str:
+    maps = "/".join(f"{h}x{w}" for h, w in c.levels)
+    return (
+        f"  {c.name:8s} B {c.batch}, levels {maps} (S {c.rows}), heads {c.heads}, head_dim {c.head_dim}, "
+        f"points {c.points}, queries {c.num_queries}"
+    )
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    add_run_arguments(parser, iters=ITERS, warmup=WARMUP)
-    # parse_list raises argparse.ArgumentTypeError: argparse reports a bad item itself
-    parser.add_argument(
-        "--dtypes",
-        type=functools.partial(parse_list, choices=DTYPES),
-        help="comma-separated of fp32,bf16,fp16 (default: fp32,bf16 on cuda, fp32 on cpu)",
+    return benchmark_main(
+        __doc__,
+        "ms_deform_attn benchmark",
+        iters=ITERS,
+        warmup=WARMUP,
+        cases=(CUDA_CASES, CPU_CASES),
+        options=[ListOption("dtypes", DTYPES, ["fp32", "bf16"], ["fp32"])],
+        bench=bench_config,
+        labels=("case", "dtype"),
+        baseline="composite",
+        check="rel err out/value/loc/attn",
+        notes="; composite = per-level F.grid_sample + weighted sum (mmcv's multi_scale_deformable_attn_pytorch); "
+        "fwd+bwd = gradients of value, locations and weights",
+        case_line=case_line,
+        with_torchvision=False,
     )
-    args = parser.parse_args()
-
-    run = resolve_run(parser, args, iters=ITERS, warmup=WARMUP)
-    device, cuda, iters, warmup = run.device, run.cuda, run.iters, run.warmup
-    cases = select_cases(parser, args.cases, CUDA_CASES if cuda else CPU_CASES)
-    dtypes = args.dtypes or (["fp32", "bf16"] if cuda else ["fp32"])
-
-    where = torch.cuda.get_device_name(device) if cuda else f"cpu, {torch.get_num_threads()} threads"
-    print(
-        f"ms_deform_attn benchmark on {where}: torch {torch.__version__}, "
-        f"mmops from {getattr(mmops, 'library_path', '?')}"
-    )
-    print(
-        f"median of {iters} iterations after {warmup} warm-ups; ratio = composite / mmops (>1: mmops faster); "
-        "composite = per-level F.grid_sample + weighted sum (mmcv's multi_scale_deformable_attn_pytorch); "
-        "fwd+bwd = gradients of value, locations and weights"
-    )
-    for c in cases:
-        maps = "/".join(f"{h}x{w}" for h, w in c.levels)
-        print(
-            f"  {c.name:8s} B {c.batch}, levels {maps} (S {c.rows}), heads {c.heads}, head_dim {c.head_dim}, "
-            f"points {c.points}, queries {c.num_queries}"
-        )
-    print()
-
-    timer = Timer(device, iters, warmup)
-    rows, problems = [], []
-    for case in cases:
-        for dtype_name in dtypes:
-            rows.append(bench_config(case, dtype_name, device, timer, problems))
-            if cuda:
-                torch.cuda.empty_cache()
-    print_table(rows)
-    return report_problems(problems)
 
 
 if __name__ == "__main__":

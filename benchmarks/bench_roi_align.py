@@ -7,9 +7,7 @@ written here with plain torch ops (the "rel err" column), and mmops' fp32
 output against torchvision's. Then forward and forward+backward are timed
 (backward: torch.autograd.grad with a fixed random output gradient).
 
-  CUDA: CUDA events around each iteration after warm-up, median.
-  CPU:  time.perf_counter around each iteration after warm-up, median,
-        torch.get_num_threads() threads; smaller shapes, float32 only.
+On the CPU smaller shapes, float32 only.
 
 The "multi_level" case is FPN RoI feature extraction (4 maps, strides 4 to 32):
 mmops.multi_level_roi_align in one call against what mmdet's SingleRoIExtractor
@@ -23,19 +21,10 @@ ratio = torchvision ms / mmops ms (> 1 means mmops is faster). torchvision has
 no max pooling RoIAlign, so pool mode "max" rows time mmops only ("n/a"), as
 do dtypes torchvision has no kernel for, and every row when torchvision is not
 installed.
-
-Usage:
-  PYTHONPATH=python python benchmarks/bench_roi_align.py [--device cpu|cuda]
-      [--iters N] [--warmup N] [--cases box,mask,multi_level] [--dtypes fp32,fp16]
-      [--layouts contiguous,channels_last] [--modes avg,max] [--quick]
-
-The exit code is 1 when a correctness check fails or mmops raises, else 0
-(timings are never asserted).
 """
 
 from __future__ import annotations
 
-import argparse
 import math
 import sys
 from dataclasses import dataclass
@@ -43,25 +32,20 @@ from typing import Optional
 
 import torch
 from bench_common import (
-    Timer,
-    add_run_arguments,
+    LAYOUT_OPTION,
+    LAYOUTS,
+    FwdBwdRow,
+    ListOption,
+    benchmark_main,
     fmt_ms,
     fmt_ratio,
-    parse_list,
-    print_columns,
-    report_problems,
-    resolve_run,
-    select_cases,
+    torchvision_op,
 )
+from roi_align_reference import axis_samples  # the tests' sample positions (plain torch, float64)
 
 import mmops
 
-try:  # the baseline; without it only mmops is timed
-    import torchvision
-    from torchvision.ops import roi_align as tv_roi_align
-except ImportError:  # pragma: no cover - depends on the machine
-    torchvision = None
-    tv_roi_align = None
+tv_roi_align = torchvision_op("roi_align")  # the baseline; without it only mmops is timed
 
 
 @dataclass(frozen=True)
@@ -95,7 +79,6 @@ FINEST_SCALE = 56
 MULTI_LEVEL_SIDES = (16.0, 600.0)
 
 DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
-LAYOUTS = {"contiguous": torch.contiguous_format, "channels_last": torch.channels_last}
 # Allowed max |mmops - float64 reference| relative to max |reference|, per
 # dtype: (forward, input gradient). The reference sees the same rounded low
 # precision inputs, so the gap is only compute precision and output rounding
@@ -155,25 +138,6 @@ def map_roi_levels(rois: torch.Tensor, num_levels: int, finest_scale: int = FINE
     return levels.clamp(min=0, max=num_levels - 1).long()
 
 
-def _axis_samples(start, roi_len, bins: int, grid: int, size: int):
-    """Bilinear sample positions along one axis for rois [R]: returns
-    (valid, low, high, w_low, w_high), each [R, bins * grid] (bin-major)."""
-    dev = start.device
-    p = torch.arange(bins, device=dev, dtype=torch.float64).repeat_interleave(grid)
-    i = torch.arange(grid, device=dev, dtype=torch.float64).repeat(bins)
-    bin_len = (roi_len / bins)[:, None]
-    pos = start[:, None] + p * bin_len + (i + 0.5) * bin_len / grid
-    valid = (pos >= -1.0) & (pos <= size)
-    pos = pos.clamp(min=0.0)
-    low = pos.floor()
-    at_edge = low >= size - 1
-    low = torch.where(at_edge, torch.full_like(low, size - 1), low)
-    high = torch.where(at_edge, low, low + 1)
-    pos = torch.where(at_edge, low, pos)
-    frac = pos - low
-    return valid, low.long(), high.long(), 1.0 - frac, frac
-
-
 def _reference_chunks(x_hwc, hw, rois, output_size, spatial_scale, sampling_ratio, pool_mode, aligned):
     """Yields (roi indices, pooled [R, C, oh, ow]) over chunks of rois that share
     a sampling grid. x_hwc is the float64 input as [N, H*W, C]."""
@@ -194,8 +158,8 @@ def _reference_chunks(x_hwc, hw, rois, output_size, spatial_scale, sampling_rati
             continue  # a bin without samples is 0
         sel = ((grids[:, 0] == g_h) & (grids[:, 1] == g_w)).nonzero().squeeze(1)
         for chunk in torch.split(sel, max(1, (1 << 23) // (oh * g_h * ow * g_w * c))):
-            vy, yl, yh, wyl, wyh = _axis_samples(y1[chunk], roi_h[chunk], oh, g_h, h)
-            vx, xl, xh, wxl, wxh = _axis_samples(x1[chunk], roi_w[chunk], ow, g_w, w)
+            vy, yl, yh, wyl, wyh = axis_samples(y1[chunk], roi_h[chunk], oh, g_h, h)
+            vx, xl, xh, wxl, wxh = axis_samples(x1[chunk], roi_w[chunk], ow, g_w, w)
             batch = r[chunk, 0].long()[:, None]
             val = 0
             for yi, wy in ((yl, wyl), (yh, wyh)):
@@ -264,20 +228,6 @@ def rel_max_diff(out: torch.Tensor, ref: torch.Tensor) -> tuple[float, float]:
     return diff, diff / scale
 
 
-@dataclass
-class Row:
-    case: str
-    dtype: str
-    layout: str
-    mode: str
-    tv_fwd: Optional[float] = None
-    mm_fwd: Optional[float] = None
-    tv_fb: Optional[float] = None
-    mm_fb: Optional[float] = None
-    mm_det_fb: Optional[float] = None  # with torch.use_deterministic_algorithms(True)
-    check: str = ""
-
-
 def deterministic_timing(timer, fn) -> float:
     """timer(fn) with deterministic algorithms on (mmops then runs its gather backward)."""
     before = torch.are_deterministic_algorithms_enabled()
@@ -316,7 +266,7 @@ def flat(tensors) -> torch.Tensor:
 
 def bench_rows(
     case, dtype_name, layout_name, modes, timer, problems, xs, xs_req, grad_out, mm, tv, reference
-) -> list[Row]:
+) -> list[FwdBwdRow]:
     """Checks then times one configuration for each pool mode. xs / xs_req are the
     feature maps (without / with requires_grad); mm(maps, mode) and tv(maps) pool
     with mmops and with the torchvision baseline; reference(mode) gives the float64
@@ -329,7 +279,7 @@ def bench_rows(
 
     rows = []
     for mode in modes:
-        row = Row(case.name, dtype_name, layout_name, mode)
+        row = FwdBwdRow((case.name, dtype_name, layout_name, mode))
         rows.append(row)
 
         # --- correctness, once per configuration: vs the float64 reference on
@@ -357,13 +307,13 @@ def bench_rows(
         with torch.no_grad():
             row.mm_fwd = timer(lambda: mm(xs, mode))
         row.mm_fb = timer(lambda: mm_fb(mode))
-        row.mm_det_fb = deterministic_timing(timer, lambda: mm_fb(mode))
+        row.extra["det"] = deterministic_timing(timer, lambda: mm_fb(mode))
         if mode == "avg" and tv_roi_align is not None:
             try:
                 with torch.no_grad():
                     tv(xs)  # torchvision lacks some dtype kernels (bf16 on some versions)
-                row.tv_fwd = timer(lambda: tv(xs))
-                row.tv_fb = timer(lambda: torch.autograd.grad(tv(xs_req), xs_req, grad_out, allow_unused=True))
+                row.base_fwd = timer(lambda: tv(xs))
+                row.base_fb = timer(lambda: torch.autograd.grad(tv(xs_req), xs_req, grad_out, allow_unused=True))
             except (RuntimeError, NotImplementedError):
                 pass
     return rows
@@ -374,8 +324,11 @@ def make_grad_out(case, out_hw, device, dtype) -> torch.Tensor:
     return torch.randn((case.num_rois, case.shape[1]) + out_hw, generator=gen).to(device, dtype)
 
 
-def bench_config(case, dtype_name, layout_name, modes, device, timer, problems) -> list[Row]:
+def bench_config(case, dtype_name, layout_name, modes, run, timer, problems) -> list[FwdBwdRow]:
     """One roi_align configuration: mmops.roi_align against torchvision.ops.roi_align."""
+    if case.strides:
+        return bench_multi_level_config(case, dtype_name, layout_name, modes, run.device, timer, problems)
+    device = run.device
     dtype, fmt = DTYPES[dtype_name], LAYOUTS[layout_name]
     features, rois = make_inputs(case)
     x = features.to(device=device, dtype=dtype).contiguous(memory_format=fmt)
@@ -398,7 +351,7 @@ def bench_config(case, dtype_name, layout_name, modes, device, timer, problems) 
     return bench_rows(case, dtype_name, layout_name, modes, timer, problems, [x], [x_req], grad_out, mm, tv, reference)
 
 
-def bench_multi_level_config(case, dtype_name, layout_name, modes, device, timer, problems) -> list[Row]:
+def bench_multi_level_config(case, dtype_name, layout_name, modes, device, timer, problems) -> list[FwdBwdRow]:
     """A multi-level configuration: mmops.multi_level_roi_align against the
     per-level torchvision loop; gradients w.r.t. every map."""
     dtype, fmt = DTYPES[dtype_name], LAYOUTS[layout_name]
@@ -427,102 +380,47 @@ def bench_multi_level_config(case, dtype_name, layout_name, modes, device, timer
     return bench_rows(case, dtype_name, layout_name, modes, timer, problems, xs, xs_req, grad_out, mm, tv, reference)
 
 
-def print_table(rows: list[Row]) -> None:
-    header = [
-        "case",
-        "dtype",
-        "layout",
-        "mode",
-        "torchvision fwd ms",
-        "mmops fwd ms",
-        "ratio",
-        "torchvision fwd+bwd ms",
-        "mmops fwd+bwd ms",
-        "ratio",
-        "mmops det fwd+bwd ms",
-        "det/default",
-        "rel err fwd/bwd",
-    ]
-    cells = [
-        [
-            r.case,
-            r.dtype,
-            r.layout,
-            r.mode,
-            fmt_ms(r.tv_fwd),
-            fmt_ms(r.mm_fwd),
-            fmt_ratio(r.tv_fwd, r.mm_fwd),
-            fmt_ms(r.tv_fb),
-            fmt_ms(r.mm_fb),
-            fmt_ratio(r.tv_fb, r.mm_fb),
-            fmt_ms(r.mm_det_fb),
-            fmt_ratio(r.mm_det_fb, r.mm_fb),
-            r.check,
-        ]
-        for r in rows
-    ]
-    print_columns(header, cells, left=4)  # the first four columns are text, the rest numbers
+def case_line(c: Case) -> str:
+    n, ch, h, w = c.shape
+    if c.strides:
+        maps = ", ".join(f"{s[2]}x{s[3]}" for s in level_shapes(c))
+        per_level = torch.bincount(
+            map_roi_levels(make_multi_level_inputs(c)[1], len(c.strides)), minlength=len(c.strides)
+        ).tolist()
+        return (
+            f"  {c.name:10s} input {n}x{ch}x{{{maps}}}, strides {'/'.join(map(str, c.strides))}, "
+            f"{c.num_rois} rois (per level {'/'.join(map(str, per_level))}), "
+            f"{c.output_size}x{c.output_size}, sampling_ratio {c.sampling_ratio}, aligned, "
+            f"finest_scale {FINEST_SCALE}"
+        )
+    return (
+        f"  {c.name:10s} input {n}x{ch}x{h}x{w}, scale 1/{round(1 / c.spatial_scale)}, {c.num_rois} rois, "
+        f"{c.output_size}x{c.output_size}, sampling_ratio {c.sampling_ratio}, aligned"
+    )
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    add_run_arguments(parser, iters=(100, 20), warmup=(10, 3))
-    parser.add_argument("--dtypes", help="comma-separated of fp32,fp16,bf16 (default: all on cuda, fp32 on cpu)")
-    parser.add_argument("--layouts", help="comma-separated of contiguous,channels_last (default: both)")
-    parser.add_argument("--modes", help="comma-separated of avg,max (default: both)")
-    args = parser.parse_args()
-
-    run = resolve_run(parser, args, iters=(100, 20), warmup=(10, 3))
-    device, cuda, iters, warmup = run.device, run.cuda, run.iters, run.warmup
-    cases = select_cases(parser, args.cases, CUDA_CASES if cuda else CPU_CASES)
-    try:
-        dtypes = parse_list(args.dtypes, DTYPES) or (list(DTYPES) if cuda else ["fp32"])
-        layouts = parse_list(args.layouts, LAYOUTS) or list(LAYOUTS)
-        modes = parse_list(args.modes, ("avg", "max")) or ["avg", "max"]
-    except argparse.ArgumentTypeError as exc:
-        parser.error(str(exc))
-
-    where = torch.cuda.get_device_name(device) if cuda else f"cpu, {torch.get_num_threads()} threads"
-    tv_version = torchvision.__version__ if torchvision is not None else "not installed"
-    print(
-        f"roi_align benchmark on {where}: torch {torch.__version__}, torchvision {tv_version}, "
-        f"mmops from {getattr(mmops, 'library_path', '?')}"
+    return benchmark_main(
+        __doc__,
+        "roi_align benchmark",
+        iters=(100, 20),
+        warmup=(10, 3),
+        cases=(CUDA_CASES, CPU_CASES),
+        options=[
+            ListOption("dtypes", DTYPES, list(DTYPES), ["fp32"]),
+            LAYOUT_OPTION,
+            ListOption("modes", ("avg", "max"), ["avg", "max"], ["avg", "max"], looped=False),
+        ],
+        bench=bench_config,
+        labels=("case", "dtype", "layout", "mode"),
+        baseline="torchvision",
+        after=[
+            ("mmops det fwd+bwd ms", lambda r: fmt_ms(r.extra.get("det"))),
+            ("det/default", lambda r: fmt_ratio(r.extra.get("det"), r.mm_fb)),
+        ],
+        notes="; rel err = max|mmops - float64 reference| / max|reference|, output / input grad",
+        case_line=case_line,
     )
-    print(
-        f"median of {iters} iterations after {warmup} warm-ups; ratio = torchvision / mmops (>1: mmops faster); "
-        f"rel err = max|mmops - float64 reference| / max|reference|, output / input grad"
-    )
-    for c in cases:
-        n, ch, h, w = c.shape
-        if c.strides:
-            maps = ", ".join(f"{s[2]}x{s[3]}" for s in level_shapes(c))
-            per_level = torch.bincount(
-                map_roi_levels(make_multi_level_inputs(c)[1], len(c.strides)), minlength=len(c.strides)
-            ).tolist()
-            print(
-                f"  {c.name:10s} input {n}x{ch}x{{{maps}}}, strides {'/'.join(map(str, c.strides))}, "
-                f"{c.num_rois} rois (per level {'/'.join(map(str, per_level))}), "
-                f"{c.output_size}x{c.output_size}, sampling_ratio {c.sampling_ratio}, aligned, "
-                f"finest_scale {FINEST_SCALE}"
-            )
-            continue
-        print(
-            f"  {c.name:10s} input {n}x{ch}x{h}x{w}, scale 1/{round(1 / c.spatial_scale)}, {c.num_rois} rois, "
-            f"{c.output_size}x{c.output_size}, sampling_ratio {c.sampling_ratio}, aligned"
-        )
-    print()
-
-    timer = Timer(device, iters, warmup)
-    rows, problems = [], []
-    for case in cases:
-        for dtype_name in dtypes:
-            for layout_name in layouts:
-                bench = bench_multi_level_config if case.strides else bench_config
-                rows += bench(case, dtype_name, layout_name, modes, device, timer, problems)
-                if cuda:
-                    torch.cuda.empty_cache()
-    print_table(rows)
-    return report_problems(problems)
 
 
 if __name__ == "__main__":

@@ -6,51 +6,21 @@ Every configuration is checked first, so the benchmark never times wrong code:
 against torchvision in float32 on the same (already rounded) values (the
 output must match exactly: a max selects a value; the gradient to 1e-5
 relative for float32, 2e-2 for 16-bit dtypes). Then forward and
-forward+backward (torch.autograd.grad with a fixed output gradient) are timed.
-
-  CUDA: CUDA events around each iteration after warm-up, median.
-  CPU:  time.perf_counter, median, smaller shapes, float32 only.
-
-ratio = baseline ms / mmops ms (> 1: mmops faster).
-
-Usage:
-  PYTHONPATH=python python benchmarks/bench_roi_pool.py [--device cpu|cuda] [--iters N]
-      [--warmup N] [--cases box_head] [--dtypes fp32,fp16,bf16] [--quick]
-
-Exit code 1 when a correctness check fails or mmops raises, else 0.
+forward+backward (torch.autograd.grad with a fixed output gradient) are timed;
+on the CPU smaller shapes, float32 only.
 """
 
 from __future__ import annotations
 
-import argparse
 import sys
 from dataclasses import dataclass
 
 import torch
-from bench_common import (
-    FwdBwdRow,
-    Timer,
-    add_run_arguments,
-    parse_list,
-    print_fwd_bwd_table,
-    print_header,
-    rel_err,
-    report_problems,
-    resolve_run,
-    select_cases,
-)
+from bench_common import LAYOUT_OPTION, FwdBwdRow, ListOption, benchmark_main, rel_err, torchvision_op
 
-import mmops
-
-try:
-    import torchvision
-    from torchvision.ops import roi_pool as tv_roi_pool
-except ImportError:  # pragma: no cover
-    torchvision = None
-    tv_roi_pool = None
+tv_roi_pool = torchvision_op("roi_pool")
 
 DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
-LAYOUTS = ("contiguous", "channels_last")
 
 
 @dataclass(frozen=True)
@@ -81,7 +51,8 @@ def roi_pool_inputs(shape, scale, num_rois, seed=0):
     return x, torch.stack([b, x1, y1, x2, y2], 1)
 
 
-def bench_roi_pool(case, dtype_name, layout, device, timer, problems):
+def bench_roi_pool(case, dtype_name, layout, run, timer, problems):
+    device = run.device
     shape, scale, num_rois, out_size = case.shape, case.spatial_scale, case.num_rois, case.output_size
     dtype = DTYPES[dtype_name]
     fmt = torch.channels_last if layout == "channels_last" else torch.contiguous_format
@@ -93,10 +64,12 @@ def bench_roi_pool(case, dtype_name, layout, device, timer, problems):
     )
     x_req = x.detach().clone(memory_format=fmt).requires_grad_(True)
     row = FwdBwdRow(
-        "roi_pool",
-        f"{'x'.join(map(str, shape))}, {num_rois} rois, {out_size}x{out_size}, 1/{round(1 / scale)}",
-        dtype_name,
-        layout,
+        (
+            "roi_pool",
+            f"{'x'.join(map(str, shape))}, {num_rois} rois, {out_size}x{out_size}, 1/{round(1 / scale)}",
+            dtype_name,
+            layout,
+        )
     )
     args = ([out_size, out_size], scale)
 
@@ -145,30 +118,15 @@ def bench_roi_pool(case, dtype_name, layout, device, timer, problems):
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    add_run_arguments(parser, iters=(100, 10), warmup=(10, 2))
-    parser.add_argument("--dtypes", help="comma-separated of fp32,fp16,bf16 (default: all on cuda, fp32 on cpu)")
-    args = parser.parse_args()
-    run = resolve_run(parser, args, iters=(100, 10), warmup=(10, 2))
-    cases = select_cases(parser, args.cases, CUDA_CASES if run.cuda else CPU_CASES)
-    try:
-        dtypes = parse_list(args.dtypes, DTYPES) or (list(DTYPES) if run.cuda else ["fp32"])
-    except argparse.ArgumentTypeError as exc:
-        parser.error(str(exc))
-    timer = Timer(run.device, run.iters, run.warmup)
-    print_header(
-        "roi_pool benchmark", run, getattr(mmops, "library_path", "?"), getattr(torchvision, "__version__", None)
+    return benchmark_main(
+        __doc__,
+        "roi_pool benchmark",
+        iters=(100, 10),
+        warmup=(10, 2),
+        cases=(CUDA_CASES, CPU_CASES),
+        options=[ListOption("dtypes", DTYPES, list(DTYPES), ["fp32"]), LAYOUT_OPTION],
+        bench=bench_roi_pool,
     )
-
-    rows, problems = [], []
-    for case in cases:
-        for d in dtypes:
-            for layout in LAYOUTS:
-                rows.append(bench_roi_pool(case, d, layout, run.device, timer, problems))
-                if run.cuda:
-                    torch.cuda.empty_cache()
-    print_fwd_bwd_table(rows)
-    return report_problems(problems)
 
 
 if __name__ == "__main__":

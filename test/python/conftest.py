@@ -91,6 +91,56 @@ TOL = {
 }
 
 
+# The (input, rois) pairs of mmcv's tests/test_ops/test_roi_align.py and test_roi_pool.py
+# (both files use the same ones); each test pairs them with its op's expected values.
+MMCV_ROI_INPUTS = [
+    ([[[[1.0, 2.0], [3.0, 4.0]]]], [[0.0, 0.0, 0.0, 1.0, 1.0]]),
+    ([[[[1.0, 2.0], [3.0, 4.0]], [[4.0, 3.0], [2.0, 1.0]]]], [[0.0, 0.0, 0.0, 1.0, 1.0]]),
+    (
+        [[[[1.0, 2.0, 5.0, 6.0], [3.0, 4.0, 7.0, 8.0], [9.0, 10.0, 13.0, 14.0], [11.0, 12.0, 15.0, 16.0]]]],
+        [[0.0, 0.0, 0.0, 3.0, 3.0]],
+    ),
+]
+
+
+def assert_same_fwd_bwd(out, exp, xa, xb, grad_out, fwd_tol, bwd_tol):
+    """out (computed from xa) equals exp (from xb) within fwd_tol, and after
+    backward(grad_out) through both, xa.grad equals xb.grad within bwd_tol."""
+    torch.testing.assert_close(out, exp, **fwd_tol)
+    out.backward(grad_out)
+    exp.backward(grad_out)
+    torch.testing.assert_close(xa.grad, xb.grad, **bwd_tol)
+
+
+def invalid_batch_index_inputs(seed):
+    """CUDA features [2, 3, 8, 8], rois [8, 5] (after torch.manual_seed(seed)) whose
+    rows `bad` have batch indices -1, 2 (= N), 100 and NaN, and an output gradient
+    [8, 3, 2, 2]: returns (x, rois, bad, go)."""
+    torch.manual_seed(seed)
+    x = torch.randn(2, 3, 8, 8, device="cuda")
+    rois = random_rois(8, 2, 8, 8, device="cuda")
+    bad = [0, 3, 5, 6]
+    for row, b in zip(bad, (-1.0, 2.0, 100.0, float("nan"))):
+        rois[row, 0] = b
+    go = torch.randn(8, 3, 2, 2, device="cuda")
+    return x, rois, bad, go
+
+
+def capture_cuda_graph(step, warmups=2):
+    """Runs step() `warmups` times on a side stream, then captures one call in a
+    CUDA graph: returns (graph, what the captured call returned)."""
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        for _ in range(warmups):
+            step()
+    torch.cuda.current_stream().wait_stream(s)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        static = step()
+    return graph, static
+
+
 def random_rois(
     num_rois,
     batch,

@@ -12,16 +12,18 @@ import torch
 MAX_ADAPTIVE_GRID = 512
 
 
-def _axis_samples(start, roi_len, bins, grid, size):
-    """Sample positions along one axis, shape [bins * grid] (bin-major).
+def axis_samples(start, roi_len, bins, grid, size):
+    """Sample positions along one axis of R rois (start, roi_len: float64 [R]),
+    shape [R, bins * grid] (bin-major), on start's device.
 
     Returns (valid, low, high, w_low, w_high): valid marks samples inside
     [-1, size]; the rest is the clamped bilinear neighbourhood on this axis.
     """
-    bin_len = roi_len / bins
-    p = torch.arange(bins, dtype=torch.float64).repeat_interleave(grid)
-    i = torch.arange(grid, dtype=torch.float64).repeat(bins)
-    pos = start + p * bin_len + (i + 0.5) * bin_len / grid
+    dev = start.device
+    p = torch.arange(bins, device=dev, dtype=torch.float64).repeat_interleave(grid)
+    i = torch.arange(grid, device=dev, dtype=torch.float64).repeat(bins)
+    bin_len = (roi_len / bins)[:, None]
+    pos = start[:, None] + p * bin_len + (i + 0.5) * bin_len / grid
     valid = (pos >= -1.0) & (pos <= size)
     pos = pos.clamp(min=0.0)
     low = pos.floor()
@@ -31,6 +33,12 @@ def _axis_samples(start, roi_len, bins, grid, size):
     pos = torch.where(at_edge, low, pos)
     frac = pos - low
     return valid, low.long(), high.long(), 1.0 - frac, frac
+
+
+def _axis_samples(start, roi_len, bins, grid, size):
+    """axis_samples of one roi (start, roi_len: floats): each [bins * grid]."""
+    one = [torch.tensor([v], dtype=torch.float64) for v in (start, roi_len)]
+    return tuple(t[0] for t in axis_samples(*one, bins, grid, size))
 
 
 def _grid_size(sampling_ratio, roi_len, bins):

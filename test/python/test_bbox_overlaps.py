@@ -102,20 +102,31 @@ class _IoUNet(torch.nn.Module):
         return loss, net
 
 
-_Z = torch.zeros
-CONFORMANCE = [
-    ConformanceCase(
-        "bbox_overlaps_iof_offset1",
+def _case(name, mode, aligned, offset, **more):
+    """A float64 case of op(bboxes1, bboxes2, mode, aligned, offset), gradients to both box sets."""
+    return ConformanceCase(
+        name,
         op,
-        _sample("iof", False, 1),
+        _sample(mode, aligned, offset),
         dtype=torch.float64,
         dtypes=DTYPES,
         grad_args=(0, 1),
-        empty=_empty("iof", False, 1),
-        module=_IoUNet,
+        empty=_empty(mode, aligned, offset),
         helpers=_helpers,
-        cuda_samples=_cuda_samples(False),
+        cuda_samples=_cuda_samples(aligned),
         cuda_tol=_cuda_tol,
+        **more,
+    )
+
+
+_Z = torch.zeros
+CONFORMANCE = [
+    _case(
+        "bbox_overlaps_iof_offset1",
+        "iof",
+        False,
+        1,
+        module=_IoUNet,
         compile_tol=dict(rtol=1e-7, atol=1e-7),
         bad_inputs={
             "bboxes1_5_cols": BadInput(
@@ -141,18 +152,7 @@ CONFORMANCE = [
             ),
         },
     ),
-    ConformanceCase(
-        "bbox_overlaps_iof_offset1_aligned",
-        op,
-        _sample("iof", True, 1),
-        dtype=torch.float64,
-        dtypes=DTYPES,
-        grad_args=(0, 1),
-        empty=_empty("iof", True, 1),
-        helpers=_helpers,
-        cuda_samples=_cuda_samples(True),
-        cuda_tol=_cuda_tol,
-    ),
+    _case("bbox_overlaps_iof_offset1_aligned", "iof", True, 1),
 ]
 
 

@@ -8,7 +8,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 from conformance import BadInput, ConformanceCase, ConformanceSuite, Sample
-from conftest import TOL, requires_torchvision, strict_index_check
+from conftest import TOL, assert_same_fwd_bwd, capture_cuda_graph, requires_torchvision, strict_index_check
 
 import mmops
 
@@ -465,11 +465,8 @@ def test_sigmoid_matches_torchvision(reduction, dtype):
         if reduction == "mean":  # torchvision's mean divides by N * C, mmcv's by N
             exp = exp / x.shape[0]
         tol = TOL[dtype] if dtype == torch.float64 else dict(rtol=1e-5, atol=1e-5)
-        torch.testing.assert_close(out, exp, **tol)
         go = torch.randn_like(out)
-        out.backward(go)
-        exp.backward(go)
-        torch.testing.assert_close(xa.grad, xb.grad, **tol)
+        assert_same_fwd_bwd(out, exp, xa, xb, go, tol, tol)
 
 
 # --------------------------------------------------------------------------- errors
@@ -586,15 +583,8 @@ def test_cuda_graph_capture(kind):
     x, t, w = x.cuda(), t.cuda(), w.cuda()
     op = OPS[kind]
     static_out = op(x, t, 2.0, 0.25, w, "mean")
-    g = torch.cuda.CUDAGraph()
     with strict_index_check(True):  # skipped while capturing
-        s = torch.cuda.Stream()
-        s.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(s):
-            op(x, t, 2.0, 0.25, w, "mean")
-            with torch.cuda.graph(g):
-                static_out = op(x, t, 2.0, 0.25, w, "mean")
-        torch.cuda.current_stream().wait_stream(s)
+        g, static_out = capture_cuda_graph(lambda: op(x, t, 2.0, 0.25, w, "mean"), warmups=1)
     g.replay()
     torch.cuda.synchronize()
     torch.testing.assert_close(

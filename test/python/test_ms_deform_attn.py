@@ -9,34 +9,13 @@ import pytest
 import torch
 import torch.nn.functional as F
 from conformance import BadInput, ConformanceCase, ConformanceSuite, Sample
-from conftest import TOL, deterministic_algorithms, strict_index_check
+from conftest import TOL, capture_cuda_graph, deterministic_algorithms, strict_index_check
+from ms_deform_attn_reference import reference
 
 import mmops
 
 op = torch.ops.mmops.ms_deform_attn
 bwd_op = torch.ops.mmops._ms_deform_attn_backward
-
-
-# --------------------------------------------------------------------------- reference (float64)
-
-
-def reference(value, shapes, loc, attn):
-    """Plain-PyTorch multi-scale deformable attention (mmcv's
-    multi_scale_deformable_attn_pytorch): split value per level, grid_sample
-    each level (bilinear, zeros, align_corners=False) at grid = 2 * loc - 1,
-    weight and sum. Differentiable; shapes is a list of (H, W)."""
-    B, S, M, D = value.shape
-    _, Q, _, L, P, _ = loc.shape
-    per_level = value.split([h * w for h, w in shapes], dim=1)
-    grid = 2 * loc - 1
-    samples = []
-    for lvl, (h, w) in enumerate(shapes):
-        v = per_level[lvl].flatten(2).transpose(1, 2).reshape(B * M, D, h, w)
-        g = grid[:, :, :, lvl].transpose(1, 2).flatten(0, 1)  # [B*M, Q, P, 2]
-        samples.append(F.grid_sample(v, g, mode="bilinear", padding_mode="zeros", align_corners=False))
-    a = attn.transpose(1, 2).reshape(B * M, 1, Q, L * P)
-    out = (torch.stack(samples, dim=-2).flatten(-2) * a).sum(-1)  # [B*M, D, Q]
-    return out.view(B, M * D, Q).transpose(1, 2).contiguous()
 
 
 def level_tensors(shapes):
@@ -801,15 +780,8 @@ def test_cuda_deterministic_mode_raises(dtype):
 def test_cuda_graph_capture():
     value, ss, starts, loc, attn = make(2, 20, 4, 16, [(6, 8), (3, 4)], 4, torch.float32, seed=46)
     args = [t.cuda() for t in (value, ss, starts, loc, attn)]
-    g = torch.cuda.CUDAGraph()
     with strict_index_check(True):  # skipped while capturing
-        s = torch.cuda.Stream()
-        s.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(s):
-            op(*args)
-            with torch.cuda.graph(g):
-                static_out = op(*args)
-        torch.cuda.current_stream().wait_stream(s)
+        g, static_out = capture_cuda_graph(lambda: op(*args), warmups=1)
     g.replay()
     torch.cuda.synchronize()
     torch.testing.assert_close(static_out.cpu(), op(value, ss, starts, loc, attn), **CUDA_TOL[torch.float32])

@@ -15,7 +15,14 @@ from typing import List
 import pytest
 import torch
 from conformance import BadInput, ConformanceCase, ConformanceSuite, Sample
-from conftest import TOL, deterministic_algorithms, random_rois, requires_torchvision, with_batch_index
+from conftest import (
+    TOL,
+    capture_cuda_graph,
+    deterministic_algorithms,
+    random_rois,
+    requires_torchvision,
+    with_batch_index,
+)
 from roi_align_reference import max_mode_margin, roi_align_ref
 from torch import Tensor
 
@@ -129,6 +136,15 @@ def fwd_bwd(feats, rois, grad_out, *args):
     out = op(xs, rois, *args)
     grads = torch.autograd.grad(out, xs, grad_out)
     return out, list(grads)
+
+
+def cuda_problem(C, num, out, sampling_ratio, pool_mode, dtype, seed, special=True):
+    """CUDA maps (pyramid of 4, seed), rois (spread_rois, seed + 1), a random output
+    gradient (torch's global generator) and the op's arguments after (maps, rois)."""
+    feats = pyramid(4, C=C, dtype=dtype, seed=seed, device="cuda")
+    rois = spread_rois(num=num, dtype=dtype, seed=seed + 1, device="cuda", special=special)
+    go = torch.randn(rois.shape[0], C, out, out, device="cuda").to(dtype)
+    return feats, rois, go, ([out, out], SCALES, sampling_ratio, pool_mode, True)
 
 
 def test_reference_level_rule_on_special_rois():
@@ -321,37 +337,41 @@ BAD_INPUTS = {
     **_BATCH_INDEX,
 }
 
-CONFORMANCE = [
-    ConformanceCase(
-        "multi_level_roi_align_avg_aligned",
+
+def _full_case(name, sample, mode, **more):
+    """A case with the whole suite: empty inputs, CUDA samples, the float32 CPU
+    reference and non-zero gradients to the maps; `mode` is the sample's pool mode."""
+    return ConformanceCase(
+        name,
         op,
-        _sample(3, 2, 3, 20, ([2, 3], SCALES[:3], 2, "avg", True, 56), (3, 4, 31), special=True, seed=100),
+        sample,
         grad_args=(0,),
         feature_args=(0,),
-        empty=_empty("avg"),
+        empty=_empty(mode),
+        helpers=_helpers,
+        cuda_samples=_cuda_samples(mode),
+        cuda_tol=_cuda_tol,
+        cpu_float32_reference=True,
+        nonzero_grads=True,
+        **more,
+    )
+
+
+CONFORMANCE = [
+    _full_case(
+        "multi_level_roi_align_avg_aligned",
+        _sample(3, 2, 3, 20, ([2, 3], SCALES[:3], 2, "avg", True, 56), (3, 4, 31), special=True, seed=100),
+        "avg",
         bad_inputs=BAD_INPUTS,
         module=_Net,
-        helpers=_helpers,
-        cuda_samples=_cuda_samples("avg"),
-        cuda_tol=_cuda_tol,
-        cpu_float32_reference=True,
-        nonzero_grads=True,
         script_grad_tol=dict(rtol=1e-6, atol=1e-6),
     ),
-    ConformanceCase(
+    _full_case(
         "multi_level_roi_align_max_unaligned_adaptive",
-        op,
         _sample(4, 1, 2, 8, ([3, 3], SCALES, 0, "max", False, 56)),
+        "max",
         dtype=torch.float64,
-        grad_args=(0,),
-        feature_args=(0,),
-        empty=_empty("max"),
         bad_inputs=_BATCH_INDEX,
-        helpers=_helpers,
-        cuda_samples=_cuda_samples("max"),
-        cuda_tol=_cuda_tol,
-        cpu_float32_reference=True,
-        nonzero_grads=True,
     ),
     ConformanceCase(
         "multi_level_roi_align_max_aligned_finest_28",
@@ -960,10 +980,7 @@ def test_cuda_levels_without_rois_get_zero_gradient(pool_mode):
 @pytest.mark.parametrize("pool_mode", ["avg", "max"])
 def test_cuda_deterministic_backward_is_bitwise_repeatable(pool_mode, dtype):
     # many overlapping rois on small maps: many adds land on the same values
-    feats = pyramid(4, C=70, dtype=dtype, seed=240, device="cuda")
-    rois = spread_rois(num=400, dtype=dtype, seed=241, device="cuda")
-    go = torch.randn(rois.shape[0], 70, 5, 5, device="cuda").to(dtype)
-    args = ([5, 5], SCALES, 0, pool_mode, True)
+    feats, rois, go, args = cuda_problem(70, 400, 5, 0, pool_mode, dtype, seed=240)
     with deterministic_algorithms():
         runs = [fwd_bwd(feats, rois, go, *args)[1] for _ in range(3)]
     for grads in runs[1:]:
@@ -985,10 +1002,7 @@ def test_cuda_deterministic_backward_is_bitwise_repeatable(pool_mode, dtype):
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
 @pytest.mark.parametrize("pool_mode", ["avg", "max"])
 def test_cuda_channels_last_equals_contiguous(pool_mode, dtype):
-    feats = pyramid(4, C=96, dtype=dtype, seed=250, device="cuda")
-    rois = spread_rois(num=60, dtype=dtype, seed=251, device="cuda")
-    go = torch.randn(rois.shape[0], 96, 7, 7, device="cuda").to(dtype)
-    args = ([7, 7], SCALES, 2, pool_mode, True)
+    feats, rois, go, args = cuda_problem(96, 60, 7, 2, pool_mode, dtype, seed=250)
     out, grads = fwd_bwd(feats, rois, go, *args)
     cl = [f.contiguous(memory_format=torch.channels_last) for f in feats]
     mixed = [cl[0], feats[1], cl[2], feats[3]]
@@ -1005,10 +1019,8 @@ def test_cuda_channels_last_equals_contiguous(pool_mode, dtype):
 @pytest.mark.parametrize("deterministic", [False, True])
 @pytest.mark.parametrize("pool_mode", ["avg", "max"])
 def test_cuda_graph_capture_forward_and_backward(pool_mode, deterministic):
-    feats = [f.requires_grad_(True) for f in pyramid(4, C=8, dtype=torch.float32, seed=260, device="cuda")]
-    rois = spread_rois(num=30, dtype=torch.float32, seed=261, device="cuda", special=False)
-    go = torch.randn(rois.shape[0], 8, 3, 3, device="cuda")
-    args = ([3, 3], SCALES, 2, pool_mode, True)
+    feats, rois, go, args = cuda_problem(8, 30, 3, 2, pool_mode, torch.float32, seed=260, special=False)
+    feats = [f.requires_grad_(True) for f in feats]
 
     def step():
         out = op(feats, rois, *args)
@@ -1016,15 +1028,7 @@ def test_cuda_graph_capture_forward_and_backward(pool_mode, deterministic):
 
     ctx = deterministic_algorithms() if deterministic else contextlib.nullcontext()
     with ctx:
-        s = torch.cuda.Stream()
-        s.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(s):
-            for _ in range(2):
-                step()
-        torch.cuda.current_stream().wait_stream(s)
-        graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph):
-            static = step()
+        graph, static = capture_cuda_graph(step)
         for seed in (262, 263):
             new_feats = pyramid(4, C=8, dtype=torch.float32, seed=seed, device="cuda")
             with torch.no_grad():

@@ -12,9 +12,13 @@ import pytest
 import torch
 from conformance import BadInput, ConformanceCase, ConformanceSuite, Sample
 from conftest import (
+    MMCV_ROI_INPUTS,
     REPO,
     TOL,
+    assert_same_fwd_bwd,
+    capture_cuda_graph,
     deterministic_algorithms,
+    invalid_batch_index_inputs,
     random_rois,
     requires_torchvision,
     strict_index_check,
@@ -340,22 +344,13 @@ def test_low_precision_max_backward_single_sample(dtype):
 
 # mmcv tests/test_ops/test_roi_align.py: output 2x2, spatial_scale 1, sampling_ratio 2,
 # avg, aligned=True; gradients are of output.sum().
-MMCV_VECTORS = [
+MMCV_EXPECTED = [  # (output, input gradient) of each of MMCV_ROI_INPUTS
+    ([[[[1.0, 1.25], [1.5, 1.75]]]], [[[[3.0625, 0.4375], [0.4375, 0.0625]]]]),
     (
-        [[[[1.0, 2.0], [3.0, 4.0]]]],
-        [[0.0, 0.0, 0.0, 1.0, 1.0]],
-        [[[[1.0, 1.25], [1.5, 1.75]]]],
-        [[[[3.0625, 0.4375], [0.4375, 0.0625]]]],
-    ),
-    (
-        [[[[1.0, 2.0], [3.0, 4.0]], [[4.0, 3.0], [2.0, 1.0]]]],
-        [[0.0, 0.0, 0.0, 1.0, 1.0]],
         [[[[1.0, 1.25], [1.5, 1.75]], [[4.0, 3.75], [3.5, 3.25]]]],
         [[[[3.0625, 0.4375], [0.4375, 0.0625]], [[3.0625, 0.4375], [0.4375, 0.0625]]]],
     ),
     (
-        [[[[1.0, 2.0, 5.0, 6.0], [3.0, 4.0, 7.0, 8.0], [9.0, 10.0, 13.0, 14.0], [11.0, 12.0, 15.0, 16.0]]]],
-        [[0.0, 0.0, 0.0, 3.0, 3.0]],
         [[[[1.9375, 4.75], [7.5625, 10.375]]]],
         [
             [
@@ -369,6 +364,7 @@ MMCV_VECTORS = [
         ],
     ),
 ]
+MMCV_VECTORS = [(inp, roi, out, grad) for (inp, roi), (out, grad) in zip(MMCV_ROI_INPUTS, MMCV_EXPECTED)]
 
 # Hand-derived on f(y, x) = 1 + x + 2y = [[1, 2], [3, 4]] (bilinear is exact on it).
 # (input, roi, output_size, sampling_ratio, pool_mode, aligned, output, grad of output.sum())
@@ -659,10 +655,7 @@ def test_matches_torchvision(aligned, sampling_ratio, dtype):
             xb = x.clone().requires_grad_(True)
             out = op(xa, rois, list(out_size), scale, sampling_ratio, "avg", aligned)
             exp = torchvision.ops.roi_align(xb, rois, out_size, scale, sampling_ratio, aligned)
-            torch.testing.assert_close(out, exp, **TOL[dtype])
-            out.backward(go)
-            exp.backward(go)
-            torch.testing.assert_close(xa.grad, xb.grad, **TOL[dtype])
+            assert_same_fwd_bwd(out, exp, xa, xb, go, TOL[dtype], TOL[dtype])
 
 
 # --------------------------------------------------------------------------- special inputs
@@ -717,10 +710,7 @@ def test_noncontiguous_input(pool_mode, layout):
     for xi, ri in ((xv, rois), (x, rois_nc), (xv, rois_nc)):
         xa, xb = xi.detach().requires_grad_(True), x.detach().requires_grad_(True)
         out, exp = op(xa, ri, *args), op(xb, rois, *args)
-        torch.testing.assert_close(out, exp, rtol=0, atol=0)
-        out.backward(go)
-        exp.backward(go)
-        torch.testing.assert_close(xa.grad, xb.grad, rtol=1e-6, atol=1e-6)
+        assert_same_fwd_bwd(out, exp, xa, xb, go, dict(rtol=0, atol=0), dict(rtol=1e-6, atol=1e-6))
     torch.testing.assert_close(
         exp.double(), roi_align_ref(x, rois, (3, 2), 0.5, 2, pool_mode, False), **TOL[torch.float32]
     )
@@ -973,13 +963,7 @@ def test_cuda_invalid_batch_index_gives_zeros(pool_mode):
 
 
 def _invalid_batch_index_gives_zeros(pool_mode):
-    torch.manual_seed(2)
-    x = torch.randn(2, 3, 8, 8, device="cuda")
-    rois = random_rois(8, 2, 8, 8, device="cuda")
-    bad = [0, 3, 5, 6]
-    for row, b in zip(bad, (-1.0, 2.0, 100.0, math.nan)):
-        rois[row, 0] = b
-    go = torch.randn(8, 3, 2, 2, device="cuda")
+    x, rois, bad, go = invalid_batch_index_inputs(seed=2)
     out, g = fwd_bwd(x, rois, go, [2, 2], 1.0, 2, pool_mode, True)
     torch.cuda.synchronize()
     assert torch.equal(out[bad], torch.zeros_like(out[bad]))
@@ -1080,15 +1064,7 @@ def _graph_capture(pool_mode):
     x = torch.randn(2, 4, 16, 16, device="cuda")
     rois = random_rois(10, 2, 16, 16, device="cuda", spatial_scale=0.5)
     args = ([3, 3], 0.5, 2, pool_mode, True)
-    s = torch.cuda.Stream()
-    s.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(s):
-        for _ in range(2):
-            op(x, rois, *args)
-    torch.cuda.current_stream().wait_stream(s)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        static_out = op(x, rois, *args)
+    graph, static_out = capture_cuda_graph(lambda: op(x, rois, *args))
     for seed in (6, 7):
         torch.manual_seed(seed)
         x.copy_(torch.randn_like(x))
@@ -1177,15 +1153,7 @@ def test_cuda_graph_capture_forward_and_backward(pool_mode, deterministic):
 
     ctx = deterministic_algorithms() if deterministic else contextlib.nullcontext()
     with ctx:
-        s = torch.cuda.Stream()
-        s.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(s):
-            for _ in range(2):
-                step()
-        torch.cuda.current_stream().wait_stream(s)
-        graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph):
-            static_out, static_grad = step()
+        graph, (static_out, static_grad) = capture_cuda_graph(step)
         for seed in (13, 14):
             torch.manual_seed(seed)
             with torch.no_grad():
