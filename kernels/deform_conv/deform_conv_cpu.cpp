@@ -13,6 +13,7 @@
 #include <ATen/Dispatch.h>
 #include <ATen/OpMathType.h>
 #include <ATen/Parallel.h>
+#include <ATen/ops/empty.h>
 
 #include <algorithm>
 #include <vector>
@@ -58,19 +59,20 @@ void im2col_impl(const ColumnArgs& a, at::Tensor& cols, const DeformConvParams& 
         for (int64_t k = 0; k < s.taps; ++k) {
           const auto t = tap_sample<acc_t>(offset, mask, n, dg, k, ho, wo, p, s.height, s.width);
           const scalar_t* nb[4];
-          acc_t w[4];
+          const acc_t* w = t.taps.weight;
           for (int i = 0; i < 4; ++i) {
-            const bool use = t.taps.weight[i] != acc_t(0);
-            nb[i] = use ? image + t.taps.offset[i] * s.channels : zeros.data();
-            w[i] = t.taps.weight[i] * t.mask;
+            nb[i] = w[i] != acc_t(0) ? image + t.taps.offset[i] * s.channels : zeros.data();
           }
+          // mask * (the bilinear sample), as on CUDA: an infinite mask gives
+          // NaN where the sample is 0 (outside the map), IEEE arithmetic.
+          const acc_t m = t.mask;
           const int64_t c0 = dg * s.per_deform_group;
           for_each_run(c0, c0 + s.per_deform_group, k, s, [&](int64_t cb, int64_t ce, int64_t col) {
             scalar_t* dst = row + col - cb;
             for (int64_t c = cb; c < ce; ++c) {
               const acc_t v = w[0] * static_cast<acc_t>(nb[0][c]) + w[1] * static_cast<acc_t>(nb[1][c]) +
                               w[2] * static_cast<acc_t>(nb[2][c]) + w[3] * static_cast<acc_t>(nb[3][c]);
-              dst[c] = static_cast<scalar_t>(v);
+              dst[c] = static_cast<scalar_t>(v * m);
             }
           });
         }
@@ -157,6 +159,133 @@ void col2im_impl(const ColumnArgs& a, const at::Tensor& grad_cols_, at::Tensor& 
   });
 }
 
+// The weight gradient of a chunk, added into acc ([C_out, K / groups] in the
+// accumulation dtype): acc[o, k] += sum over the chunk's output pixels r of
+// grad_output[r, o] * cols[r, g * K / groups + k] (g: the group of o). Every
+// element is reduced by one task, over the rows in their order, in blocks of
+// kWeightGradRows rows whose partial sums add up in order: the result does not
+// depend on the thread count (BLAS / oneDNN split this reduction over threads).
+constexpr int64_t kWeightGradTileO = 4;  // output channels per tile
+constexpr int64_t kWeightGradTileK = 64; // columns per tile
+constexpr int64_t kWeightGradRows = 256; // rows per partial sum
+
+template <typename scalar_t>
+void weight_grad_impl(const at::Tensor& grad_output, const at::Tensor& cols, at::Tensor& acc, int64_t groups) {
+  using acc_t = at::opmath_type<scalar_t>;
+  const int64_t out_channels = grad_output.size(1);
+  const int64_t rows = cols.size(0) * cols.size(1) * cols.size(2);
+  const int64_t columns = cols.size(3);
+  const int64_t group_columns = columns / groups, group_outputs = out_channels / groups;
+  const scalar_t* go = grad_output.const_data_ptr<scalar_t>(); // [rows, C_out] (channels-last)
+  const scalar_t* cv = cols.const_data_ptr<scalar_t>();        // [rows, K]
+  acc_t* out = acc.mutable_data_ptr<acc_t>();                  // [C_out, K / groups]
+  const int64_t tiles_o = (group_outputs + kWeightGradTileO - 1) / kWeightGradTileO;
+  const int64_t tiles_k = (group_columns + kWeightGradTileK - 1) / kWeightGradTileK;
+  at::parallel_for(0, groups * tiles_o * tiles_k, 1, [&](int64_t begin, int64_t end) {
+    acc_t total[kWeightGradTileO][kWeightGradTileK];
+    acc_t part[kWeightGradTileO][kWeightGradTileK];
+    acc_t row[kWeightGradTileK];
+    for (int64_t task = begin; task < end; ++task) {
+      const int64_t g = task / (tiles_o * tiles_k), rest = task % (tiles_o * tiles_k);
+      const int64_t o0 = g * group_outputs + (rest / tiles_k) * kWeightGradTileO;
+      const int64_t k0 = (rest % tiles_k) * kWeightGradTileK;
+      const int64_t no = std::min(kWeightGradTileO, (g + 1) * group_outputs - o0);
+      const int64_t nk = std::min(kWeightGradTileK, group_columns - k0);
+      const scalar_t* col_base = cv + g * group_columns + k0;
+      for (int64_t o = 0; o < kWeightGradTileO; ++o) {
+        std::fill(total[o], total[o] + kWeightGradTileK, acc_t(0));
+      }
+      for (int64_t r0 = 0; r0 < rows; r0 += kWeightGradRows) {
+        const int64_t r1 = std::min(rows, r0 + kWeightGradRows);
+        for (int64_t o = 0; o < kWeightGradTileO; ++o) {
+          std::fill(part[o], part[o] + kWeightGradTileK, acc_t(0));
+        }
+        for (int64_t r = r0; r < r1; ++r) {
+          const scalar_t* c = col_base + r * columns;
+          for (int64_t k = 0; k < nk; ++k) {
+            row[k] = static_cast<acc_t>(c[k]);
+          }
+          const scalar_t* gr = go + r * out_channels + o0;
+          for (int64_t o = 0; o < no; ++o) {
+            const acc_t a = static_cast<acc_t>(gr[o]);
+            acc_t* __restrict__ po = part[o];
+            for (int64_t k = 0; k < nk; ++k) {
+              po[k] += a * row[k];
+            }
+          }
+        }
+        for (int64_t o = 0; o < no; ++o) {
+          for (int64_t k = 0; k < nk; ++k) {
+            total[o][k] += part[o][k];
+          }
+        }
+      }
+      for (int64_t o = 0; o < no; ++o) {
+        acc_t* dst = out + (o0 + o) * group_columns + k0;
+        for (int64_t k = 0; k < nk; ++k) {
+          dst[k] += total[o][k];
+        }
+      }
+    }
+  });
+}
+
+void weight_grad(const at::Tensor& grad_output, const at::Tensor& cols, at::Tensor& acc, int64_t groups) {
+  TORCH_INTERNAL_ASSERT(grad_output.is_contiguous(at::MemoryFormat::ChannelsLast) && cols.is_contiguous() &&
+                        acc.is_contiguous());
+  if (cols.numel() == 0 || acc.numel() == 0) {
+    return;
+  }
+  AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, cols.scalar_type(),
+                                  "mmops::deform_conv2d weight gradient (CPU)",
+                                  [&] { weight_grad_impl<scalar_t>(grad_output, cols, acc, groups); });
+}
+
+// The bias gradient: sum over (n, h, w) of grad_output per channel, from its
+// channels-last copy [rows, C_out], in blocks of kWeightGradRows rows added in
+// order (one task per block of channels): independent of the thread count and
+// of grad_output's strides.
+template <typename scalar_t>
+void bias_grad_impl(const at::Tensor& grad_output, at::Tensor& out) {
+  using acc_t = at::opmath_type<scalar_t>;
+  const int64_t channels = grad_output.size(1);
+  const int64_t rows = grad_output.numel() / std::max<int64_t>(channels, 1);
+  const scalar_t* go = grad_output.const_data_ptr<scalar_t>();
+  scalar_t* dst = out.mutable_data_ptr<scalar_t>();
+  constexpr int64_t kTile = 64;
+  at::parallel_for(0, (channels + kTile - 1) / kTile, 1, [&](int64_t begin, int64_t end) {
+    acc_t total[kTile], part[kTile];
+    for (int64_t tile = begin; tile < end; ++tile) {
+      const int64_t c0 = tile * kTile, nc = std::min(kTile, channels - c0);
+      std::fill(total, total + kTile, acc_t(0));
+      for (int64_t r0 = 0; r0 < rows; r0 += kWeightGradRows) {
+        std::fill(part, part + kTile, acc_t(0));
+        for (int64_t r = r0; r < std::min(rows, r0 + kWeightGradRows); ++r) {
+          const scalar_t* g = go + r * channels + c0;
+          for (int64_t c = 0; c < nc; ++c) {
+            part[c] += static_cast<acc_t>(g[c]);
+          }
+        }
+        for (int64_t c = 0; c < nc; ++c) {
+          total[c] += part[c];
+        }
+      }
+      for (int64_t c = 0; c < nc; ++c) {
+        dst[c0 + c] = static_cast<scalar_t>(total[c]);
+      }
+    }
+  });
+}
+
+at::Tensor bias_grad(const at::Tensor& grad_output) {
+  const at::Tensor go = grad_output.contiguous(at::MemoryFormat::ChannelsLast);
+  at::Tensor out = at::empty({go.size(1)}, go.options());
+  AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, go.scalar_type(),
+                                  "mmops::deform_conv2d bias gradient (CPU)",
+                                  [&] { bias_grad_impl<scalar_t>(go, out); });
+  return out;
+}
+
 void im2col(const ColumnArgs& a, at::Tensor& cols, const DeformConvParams& p) {
   if (cols.numel() == 0) {
     return;
@@ -178,8 +307,14 @@ at::Tensor channels_last(const at::Tensor& t) {
   return t.contiguous(at::MemoryFormat::ChannelsLast);
 }
 
-// col2im owns its grad_input channels per task: deterministic.
-constexpr ColumnKernels kCpu{&im2col, &col2im, &channels_last, /*nondeterministic_grad_input=*/nullptr};
+// col2im owns its grad_input channels per task, the weight and bias gradients
+// reduce in a fixed order: deterministic whatever the thread count.
+constexpr ColumnKernels kCpu{&im2col,
+                             &col2im,
+                             &channels_last,
+                             &weight_grad,
+                             &bias_grad,
+                             /*nondeterministic_grad_input=*/nullptr};
 
 } // namespace
 

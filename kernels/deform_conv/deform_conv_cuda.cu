@@ -38,6 +38,7 @@
 #include <c10/cuda/CUDAStream.h>
 #include <ATen/cuda/detail/IntegerDivider.cuh>
 
+#include <algorithm>
 #include <cstdint>
 #include <initializer_list>
 #include <limits>
@@ -373,7 +374,8 @@ void im2col(const ColumnArgs& a, at::Tensor& cols, const DeformConvParams& p) {
         with_vector<scalar_t>(wide, [&](auto vec_tag) {
           constexpr int VEC = decltype(vec_tag)::value;
           const int64_t total = a.n_count * g.plane * (g.columns / VEC);
-          with_index_type(total, [&](auto index_tag) {
+          // Channel indices are index_t too.
+          with_index_type(std::max(total, g.columns), [&](auto index_tag) {
             using index_t = decltype(index_tag);
             Im2colDividers<index_t> d{IntDivider<index_t>(static_cast<index_t>(g.columns / VEC)),
                                       IntDivider<index_t>(static_cast<index_t>(g.per_group / VEC)),
@@ -420,7 +422,7 @@ void col2im(const ColumnArgs& a, const at::Tensor& grad_cols, at::Tensor& grad_i
           }
           const int64_t items = a.n_count * p.deform_groups * g.taps * g.plane;
           const int64_t threads = items << lane_bits;
-          with_index_type(threads, [&](auto index_tag) {
+          with_index_type(std::max(threads, g.channels), [&](auto index_tag) { // channel indices too
             using index_t = decltype(index_tag);
             Col2imDividers<index_t> d{IntDivider<index_t>(static_cast<index_t>(g.plane)),
                                       IntDivider<index_t>(static_cast<index_t>(g.taps)),
@@ -436,7 +438,11 @@ void col2im(const ColumnArgs& a, const at::Tensor& grad_cols, at::Tensor& grad_i
 }
 
 // col2im adds into grad_input with atomic adds: the order of the float additions varies.
-constexpr ColumnKernels kCuda{&im2col, &col2im, &channels_last_cuda,
+constexpr ColumnKernels kCuda{&im2col,
+                              &col2im,
+                              &channels_last_cuda,
+                              /*weight_grad=*/nullptr,
+                              /*bias_grad=*/nullptr,
                               /*nondeterministic_grad_input=*/"mmops::deform_conv2d_backward (CUDA)"};
 
 } // namespace

@@ -143,7 +143,9 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> deform_co
   const at::ScalarType acc = accumulation_dtype(input.scalar_type());
   const at::MemoryFormat format = input.suggest_memory_format();
 
-  at::Tensor grad_bias = want_bias ? grad_output.sum({0, 2, 3}) : at::empty({0}, options);
+  at::Tensor grad_bias = !want_bias                    ? at::empty({0}, options)
+                         : device.bias_grad != nullptr ? device.bias_grad(grad_output)
+                                                       : grad_output.sum({0, 2, 3});
   // Every image of the chunks below is written by col2im; zeros cover the
   // cases where there is nothing to compute (no channels).
   at::Tensor grad_offset = want_offset ? at::zeros(offset.sizes(), options) : at::Tensor();
@@ -165,13 +167,20 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> deform_co
       if (want_weight) {
         at::Tensor cols = at::empty({a.n_count, p.out_h, p.out_w, columns}, options);
         device.im2col(a, cols, p);
-        at::Tensor gw =
-            std::get<1>(at::convolution_backward(go_chunk, as_nchw(cols), w, std::nullopt, kOnes, kZeros, kOnes,
-                                                 /*transposed=*/false, kZeros, p.groups, {false, true, false}));
-        if (!grad_weight_acc.defined()) {
-          grad_weight_acc = a.n_count == batch ? gw : gw.to(acc);
+        if (device.weight_grad != nullptr) { // fixed reduction order (CPU)
+          if (!grad_weight_acc.defined()) {
+            grad_weight_acc = at::zeros({out_channels, columns / p.groups, 1, 1}, options.dtype(acc));
+          }
+          device.weight_grad(go_chunk, cols, grad_weight_acc, p.groups);
         } else {
-          grad_weight_acc.add_(gw);
+          at::Tensor gw =
+              std::get<1>(at::convolution_backward(go_chunk, as_nchw(cols), w, std::nullopt, kOnes, kZeros, kOnes,
+                                                   /*transposed=*/false, kZeros, p.groups, {false, true, false}));
+          if (!grad_weight_acc.defined()) {
+            grad_weight_acc = a.n_count == batch ? gw : gw.to(acc);
+          } else {
+            grad_weight_acc.add_(gw);
+          }
         }
       }
       if (want_cols_grad) {

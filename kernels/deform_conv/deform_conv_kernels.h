@@ -109,6 +109,14 @@ struct ColumnKernels {
   void (*col2im)(const ColumnArgs& a, const at::Tensor& grad_cols, at::Tensor& grad_input, at::Tensor& grad_offset,
                  at::Tensor& grad_mask, const DeformConvParams& p);
   at::Tensor (*channels_last)(const at::Tensor& t); // t itself, or its channels-last copy
+  // Adds a chunk's weight gradient into grad_weight_acc ([C_out, kh*kw*C_in/groups],
+  // the accumulation dtype), from the chunk's grad_output (channels-last) and
+  // cols, in an order that does not depend on the thread count; null: the
+  // convolution backward (cuDNN).
+  void (*weight_grad)(const at::Tensor& grad_output, const at::Tensor& cols, at::Tensor& grad_weight_acc,
+                      int64_t groups);
+  // grad_bias [C_out] in a fixed order; null: grad_output.sum({0, 2, 3}).
+  at::Tensor (*bias_grad)(const at::Tensor& grad_output);
   // When col2im adds into grad_input with atomics (the order of the float
   // additions varies): the name alertNotDeterministic reports. Null: deterministic.
   const char* nondeterministic_grad_input;

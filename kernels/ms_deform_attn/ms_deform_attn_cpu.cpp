@@ -3,7 +3,8 @@
 // Forward: parallel over (batch, query); each (batch, query, head) sums, over
 // levels and points, the attention weight times the bilinear sample of its
 // level (bilinear_zero_pad::taps) for the head's D channels, in float (double
-// for double).
+// for double): the sample first, then times the weight, as on CUDA (an
+// infinite weight gives NaN where the sample is 0, outside samples included).
 // Backward: parallel over (batch, head), so that no two threads add into the
 // same grad_value row (no atomics, deterministic). For each sample the dot
 // products of grad_output with its four neighbours give the attention weight's
@@ -77,6 +78,8 @@ void forward_kernel(const at::Tensor& value, const std::vector<Level>& levels, c
   const int64_t row_stride = n.heads * n.channels; // between value rows
   const int64_t lp = n.levels * n.points;
 
+  // Unused neighbours (weight 0, never read) read this row instead.
+  const std::vector<scalar_t> zeros(n.channels, scalar_t(0));
   at::parallel_for(0, n.batch * n.queries, grain_for(n.heads * lp * 4 * n.channels), [&](int64_t begin, int64_t end) {
     std::vector<acc_t> acc(n.channels);
     for (int64_t bq = begin; bq < end; ++bq) {
@@ -94,19 +97,25 @@ void forward_kernel(const at::Tensor& value, const std::vector<Level>& levels, c
             const acc_t x = pixel_coordinate(static_cast<acc_t>(tl[2 * k]), lv.width);
             const acc_t y = pixel_coordinate(static_cast<acc_t>(tl[2 * k + 1]), lv.height);
             const auto t = bilinear_zero_pad::taps<acc_t>(y, x, lv.height, lv.width);
-            if (!t.any) {
-              continue; // outside the map or not finite: worth 0
-            }
             const acc_t a = static_cast<acc_t>(ta[k]);
+            if (!t.any) { // outside the map or not finite: the sample is 0
+              if (!host_device_math::is_finite(a)) {
+                for (int64_t c = 0; c < n.channels; ++c) {
+                  acc[c] += a * acc_t(0); // inf * 0: NaN, as a * sample below
+                }
+              }
+              continue;
+            }
+            // a * (the bilinear sample): the sample first, then the weight.
+            const scalar_t* row[4];
             for (int i = 0; i < 4; ++i) {
-              if (!used(t, i)) {
-                continue;
-              }
-              const acc_t w = a * t.weight[i];
-              const scalar_t* row = base + t.offset[i] * row_stride;
-              for (int64_t c = 0; c < n.channels; ++c) {
-                acc[c] += w * static_cast<acc_t>(row[c]);
-              }
+              row[i] = used(t, i) ? base + t.offset[i] * row_stride : zeros.data();
+            }
+            const acc_t* w = t.weight;
+            for (int64_t c = 0; c < n.channels; ++c) {
+              const acc_t sample = w[0] * static_cast<acc_t>(row[0][c]) + w[1] * static_cast<acc_t>(row[1][c]) +
+                                   w[2] * static_cast<acc_t>(row[2][c]) + w[3] * static_cast<acc_t>(row[3][c]);
+              acc[c] += a * sample;
             }
           }
         }

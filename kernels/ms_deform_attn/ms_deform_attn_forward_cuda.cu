@@ -1,6 +1,7 @@
 // CUDA forward of ms_deform_attn (the lane layout: ms_deform_attn_cuda.cuh):
 // every lane accumulates, in float (double for double), attention weight x
-// bilinear sample of its channels over the tuple's points.
+// bilinear sample of its channels over the tuple's points (the sample first,
+// then times the weight, as on CPU).
 
 #include "ms_deform_attn/ms_deform_attn_cuda.cuh"
 #include "ms_deform_attn/ms_deform_attn_kernels.h"
@@ -16,18 +17,36 @@ namespace {
 
 using namespace ms_deform_attn_cuda;
 
-// acc += a * (bilinear blend of the four neighbours' channels).
+// acc += a * (bilinear blend of the four neighbours' channels): the sample
+// first, then times a (as the CPU kernel: an infinite a gives NaN where the
+// sample is 0).
 template <typename scalar_t, int VEC, int CHUNKS, typename acc_t>
 __device__ __forceinline__ void accumulate_sample(acc_t (&acc)[CHUNKS][VEC], const Pack<scalar_t, VEC> (&px)[CHUNKS][4],
                                                   acc_t a, const bilinear_zero_pad::Taps<acc_t>& t) {
 #pragma unroll
-  for (int i = 0; i < 4; ++i) {
-    const acc_t w = a * t.weight[i];
+  for (int kc = 0; kc < CHUNKS; ++kc) {
+#pragma unroll
+    for (int v = 0; v < VEC; ++v) {
+      acc_t sample = t.weight[0] * static_cast<acc_t>(px[kc][0].v[v]);
+#pragma unroll
+      for (int i = 1; i < 4; ++i) {
+        sample += t.weight[i] * static_cast<acc_t>(px[kc][i].v[v]);
+      }
+      acc[kc][v] += a * sample;
+    }
+  }
+}
+
+// A sample outside its map (or at a non-finite location) is 0: it adds
+// a * 0, which is NaN only for a non-finite a (the same for the whole group).
+template <int VEC, int CHUNKS, typename acc_t>
+__device__ __forceinline__ void accumulate_zero_sample(acc_t (&acc)[CHUNKS][VEC], acc_t a) {
+  if (!host_device_math::is_finite(a)) {
 #pragma unroll
     for (int kc = 0; kc < CHUNKS; ++kc) {
 #pragma unroll
       for (int v = 0; v < VEC; ++v) {
-        acc[kc][v] += w * static_cast<acc_t>(px[kc][i].v[v]);
+        acc[kc][v] += a * acc_t(0);
       }
     }
   }
@@ -69,8 +88,9 @@ __global__ void __launch_bounds__(kThreads)
         PointBatch batch = point_batch(k0, tl.lp, g.points, grp.size);
         for (int j = 0; j < batch.count; ++j) {
           const Sample<acc_t> sample = next_sample(grp, mine, j, levels, g.points, batch);
-          if (!sample.taps.any) {
-            continue; // worth 0 (the same for the whole group)
+          if (!sample.taps.any) { // worth 0 (the same for the whole group)
+            accumulate_zero_sample<VEC, CHUNKS, acc_t>(acc, sample.a);
+            continue;
           }
           const Level& lv = sample.level;
           const bilinear_zero_pad::Taps<acc_t>& t = sample.taps;

@@ -36,6 +36,21 @@ inline std::vector<int64_t> concrete(c10::SymIntArrayRef sizes) {
   return out;
 }
 
+// Size arithmetic in 64 bits, overflow-checked: a * b and a + b, or an error
+// "<op><what> does not fit in int64 (a * b)" where `what` names the size and
+// the arguments it comes from.
+inline int64_t checked_mul(const char* op, const char* what, int64_t a, int64_t b) {
+  int64_t r = 0;
+  TORCH_CHECK(!__builtin_mul_overflow(a, b, &r), op, what, " does not fit in int64 (", a, " * ", b, ")");
+  return r;
+}
+
+inline int64_t checked_add(const char* op, const char* what, int64_t a, int64_t b) {
+  int64_t r = 0;
+  TORCH_CHECK(!__builtin_add_overflow(a, b, &r), op, what, " does not fit in int64 (", a, " + ", b, ")");
+  return r;
+}
+
 // One choice of a string argument parsed into its enum, e.g.
 //   parse_choice(op, "pool_mode", pool_mode, {{"avg", PoolMode::Avg}, {"max", PoolMode::Max}})
 // The error reads: pool_mode must be "avg" or "max", but got "x".

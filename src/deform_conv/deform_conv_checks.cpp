@@ -9,6 +9,9 @@
 #include <c10/core/SymBool.h>
 #include <c10/core/SymInt.h>
 
+#include <cstdint>
+#include <limits>
+#include <optional>
 #include <sstream>
 #include <string>
 
@@ -59,6 +62,62 @@ void check_shape(const char* op, const char* name, const char* meaning, const at
                   shape_of(t));
 }
 
+// The size arithmetic of concrete arguments (every real kernel call, and fake
+// tensors with static shapes), in 64 bits with overflow checks, before the
+// symbolic expressions of check_common evaluate it (int64 arithmetic on
+// concrete SymInts would wrap around): the output size, the offset / mask
+// channels, the output and column buffer sizes. Symbolic sizes are unbounded
+// integers; their real calls come here with concrete values.
+void check_size_arithmetic(const char* op, const at::Tensor& input, const at::Tensor& weight,
+                           c10::SymIntArrayRef stride, c10::SymIntArrayRef padding, c10::SymIntArrayRef dilation,
+                           int64_t groups, int64_t deform_groups) {
+  const std::optional<int64_t> sizes[] = {
+      input.sym_size(0).maybe_as_int(),  input.sym_size(1).maybe_as_int(),  input.sym_size(2).maybe_as_int(),
+      input.sym_size(3).maybe_as_int(),  weight.sym_size(0).maybe_as_int(), weight.sym_size(1).maybe_as_int(),
+      weight.sym_size(2).maybe_as_int(), weight.sym_size(3).maybe_as_int(), stride[0].maybe_as_int(),
+      stride[1].maybe_as_int(),          padding[0].maybe_as_int(),         padding[1].maybe_as_int(),
+      dilation[0].maybe_as_int(),        dilation[1].maybe_as_int()};
+  for (const std::optional<int64_t>& v : sizes) {
+    if (!v.has_value()) {
+      return;
+    }
+  }
+  const int64_t batch = *sizes[0], channels = *sizes[1], out_channels = *sizes[4], weight_channels = *sizes[5];
+  const int64_t kernel[2] = {*sizes[6], *sizes[7]};
+  const int64_t extent[2] = {*sizes[2], *sizes[3]};
+  checked_mul(op, "weight.size(1) * groups (the input channels the weight takes)", weight_channels, groups);
+  const int64_t taps =
+      checked_mul(op, "the kernel taps kh * kw (weight.size(2) * weight.size(3))", kernel[0], kernel[1]);
+  // The CUDA kernels split a tap index with 32-bit division.
+  TORCH_CHECK(taps <= std::numeric_limits<int32_t>::max(), op,
+              "expected the kernel taps kh * kw (weight.size(2) * weight.size(3)) to be at most 2^31 - 1, but got ",
+              kernel[0], " * ", kernel[1], " = ", taps);
+  checked_mul(op, "the offset channels 2 * deform_groups * kh * kw",
+              checked_mul(op, "the offset channels 2 * deform_groups * kh * kw", deform_groups, 2), taps);
+  const char* padded_name[2] = {"the padded input height H + 2 * padding[0]",
+                                "the padded input width W + 2 * padding[1]"};
+  const char* span_name[2] = {"the dilated kernel height dilation[0] * (kh - 1) + 1",
+                              "the dilated kernel width dilation[1] * (kw - 1) + 1"};
+  int64_t out[2] = {0, 0};
+  for (int d = 0; d < 2; ++d) {
+    const int64_t pad = *sizes[10 + d], dil = *sizes[12 + d], str = *sizes[8 + d];
+    const int64_t padded = checked_add(op, padded_name[d], extent[d], checked_mul(op, padded_name[d], pad, 2));
+    const int64_t span = checked_add(op, span_name[d], checked_mul(op, span_name[d], dil, kernel[d] - 1), 1);
+    if (padded < span) {
+      return; // check_common reports the input smaller than the kernel
+    }
+    out[d] = (padded - span) / str + 1;
+  }
+  const int64_t plane = checked_mul(op, "the output plane H_out * W_out", out[0], out[1]);
+  checked_mul(op, "the output size N * C_out * H_out * W_out",
+              checked_mul(op, "the output size N * C_out * H_out * W_out", batch, out_channels), plane);
+  const int64_t columns = checked_mul(op, "the column width C_in * kh * kw", channels, taps);
+  checked_mul(
+      op, "the column buffer of one image (H_out * W_out * C_in * kh * kw elements, in bytes)",
+      checked_mul(op, "the column buffer of one image (H_out * W_out * C_in * kh * kw elements)", plane, columns),
+      static_cast<int64_t>(input.element_size()));
+}
+
 DeformConvChecked check_common(const char* op, const at::Tensor& input, const at::Tensor& offset,
                                const at::Tensor* mask, const at::Tensor& weight, c10::SymIntArrayRef stride,
                                c10::SymIntArrayRef padding, c10::SymIntArrayRef dilation, int64_t groups,
@@ -98,6 +157,7 @@ DeformConvChecked check_common(const char* op, const at::Tensor& input, const at
       kernel_h.sym_gt(0).sym_and(kernel_w.sym_gt(0)), op,
       "expected weight's kernel size (weight.size(2), weight.size(3)) to be positive, but got weight of shape ",
       shape_of(weight));
+  check_size_arithmetic(op, input, weight, stride, padding, dilation, groups, deform_groups);
   TORCH_SYM_CHECK((weight.sym_size(1) * groups).sym_eq(channels), op,
                   "expected weight of shape [C_out, C_in / groups = ", channels / groups,
                   ", kh, kw] (C_in = ", channels, ", groups = ", groups, "), but got ", shape_of(weight));

@@ -6,7 +6,9 @@
 
 #include <c10/core/SymInt.h>
 
+#include <cstdint>
 #include <limits>
+#include <optional>
 
 namespace mmops {
 namespace detail {
@@ -26,6 +28,33 @@ void check_index_tensor(const char* op, const char* name, const at::Tensor& t, c
   TORCH_CHECK(t.scalar_type() == at::kLong, op, "expected ", name, " to be an int64 tensor, but got ", t.scalar_type());
   TORCH_CHECK(t.device() == value.device(), op, "expected ", name, " on the device of value (", value.device(),
               "), but got ", t.device());
+}
+
+// The size products of concrete shapes (every real kernel call), in 64 bits
+// with overflow checks, before anything multiplies them: empty tensors can
+// have sizes whose product does not fit (value [B, 0, 2^32, 2^32]).
+void check_size_arithmetic(const at::Tensor& value, const at::Tensor& sampling_locations) {
+  const char* op = kOp;
+  const std::optional<int64_t> batch = value.sym_size(0).maybe_as_int(), heads = value.sym_size(2).maybe_as_int(),
+                               channels = value.sym_size(3).maybe_as_int(),
+                               queries = sampling_locations.sym_size(1).maybe_as_int(),
+                               levels = sampling_locations.sym_size(3).maybe_as_int(),
+                               points = sampling_locations.sym_size(4).maybe_as_int();
+  if (heads.has_value() && channels.has_value()) {
+    const int64_t row =
+        checked_mul(op, "the output channels num_heads * head_dim (value.size(2) * value.size(3))", *heads, *channels);
+    if (batch.has_value() && queries.has_value()) {
+      checked_mul(op, "the output size batch * num_queries * num_heads * head_dim",
+                  checked_mul(op, "the output size batch * num_queries * num_heads * head_dim", *batch, *queries), row);
+    }
+    // The CUDA kernels count the channel passes of a head in an int.
+    TORCH_CHECK(*channels <= std::numeric_limits<int32_t>::max(), op,
+                "expected head_dim (value.size(3)) to be at most 2^31 - 1, but got ", *channels);
+  }
+  if (levels.has_value() && points.has_value()) {
+    checked_mul(op, "the points per query and head num_levels * num_points (sampling_locations.size(3) * .size(4))",
+                *levels, *points);
+  }
 }
 
 } // namespace
@@ -86,6 +115,7 @@ void check_ms_deform_attn_forward(const at::Tensor& value, const at::Tensor& spa
                     "expected attention_weights of shape ", sampling_locations.sym_sizes().slice(0, 5),
                     " (sampling_locations without the last dimension), but got shape ", shape_of(attention_weights));
   }
+  check_size_arithmetic(value, sampling_locations);
 }
 
 void check_ms_deform_attn_backward(const at::Tensor& grad_output, const at::Tensor& value,

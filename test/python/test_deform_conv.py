@@ -973,3 +973,175 @@ def test_cuda_gradcheck():
     assert torch.autograd.gradcheck(
         lambda *a: v2(*a, [1, 1], [1, 1], [1, 1], 2, 2), inputs, check_batched_grad=False, nondet_tol=1e-12
     )
+
+
+# --------------------------------------------------------------------------- hardening (issue 11)
+
+_BIG = 2**63 - 1
+
+
+@pytest.mark.parametrize("modulated", [False, True])
+def test_size_arithmetic_overflow_raises(modulated):
+    # int64 wrap-around used to turn these into small (even larger than the input) outputs
+    x = torch.randn(1, 2, 4, 4, dtype=torch.float64)
+    weight = torch.randn(3, 2, 3, 3, dtype=torch.float64)
+
+    def run(offset_hw, stride=P1, padding=P0, dilation=P1, groups=1, deform_groups=1, xx=x, w=weight):
+        kh, kw = w.shape[2:]
+        offset = torch.zeros(1, 2 * deform_groups * kh * kw, *offset_hw, dtype=torch.float64, device=xx.device)
+        mask = torch.ones(1, deform_groups * kh * kw, *offset_hw, dtype=torch.float64, device=xx.device)
+        return call(xx, offset, mask if modulated else None, w, None, stride, padding, dilation, groups, deform_groups)
+
+    # dilation * (kh - 1) + 1 wrapped to -1: the output was [1, 3, 6, 2]
+    with pytest.raises(RuntimeError, match=r"dilated kernel height dilation\[0\] \* \(kh - 1\) \+ 1 does not fit"):
+        run((6, 2), dilation=[_BIG, 1])
+    with pytest.raises(RuntimeError, match=r"dilated kernel width dilation\[1\] \* \(kw - 1\) \+ 1 does not fit"):
+        run((2, 6), dilation=[1, 2**62 + 2**61])
+    # H + 2 * padding wrapped to H - 2: the output was [1, 3, 1, 2]
+    with pytest.raises(RuntimeError, match=r"padded input height H \+ 2 \* padding\[0\] does not fit in int64"):
+        run((1, 2), padding=[_BIG, 0])
+    with pytest.raises(RuntimeError, match=r"padded input width W \+ 2 \* padding\[1\] does not fit in int64"):
+        run((2, 2), padding=[0, 2**62])
+    # no input channels: groups / deform_groups divide 0 whatever their size
+    x0, w0 = torch.randn(1, 0, 4, 4, dtype=torch.float64), torch.randn(2, 0, 1, 1, dtype=torch.float64)
+    with pytest.raises(RuntimeError, match=r"offset channels 2 \* deform_groups \* kh \* kw does not fit in int64"):
+        call(x0, torch.zeros(1, 2, 4, 4, dtype=torch.float64), None, w0, None, P1, P0, P1, 1, 2**62)
+    with pytest.raises(RuntimeError, match=r"weight.size\(1\) \* groups .* does not fit in int64"):
+        call(
+            x0,
+            torch.zeros(1, 2, 4, 4, dtype=torch.float64),
+            None,
+            torch.randn(0, 2**40, 1, 1, dtype=torch.float64),
+            None,
+            P1,
+            P0,
+            P1,
+            2**40,
+            1,
+        )
+    # a huge but representable output: our error, not an allocation failure
+    with pytest.raises(RuntimeError, match=r"output plane H_out \* W_out does not fit in int64"):
+        run((1, 1), padding=[2**40, 2**40])
+    # the same checks on meta tensors and in the backward helper
+    meta = [t.to("meta") for t in (x, weight)]
+    with pytest.raises(RuntimeError, match=r"dilation\[0\] \* \(kh - 1\) \+ 1 does not fit"):
+        run((6, 2), dilation=[_BIG, 1], xx=meta[0], w=meta[1])
+
+
+def test_backward_helper_size_overflow_raises():
+    x = torch.randn(1, 2, 4, 4, dtype=torch.float64)
+    w = torch.randn(3, 2, 3, 3, dtype=torch.float64)
+    o = torch.zeros(1, 18, 6, 2, dtype=torch.float64)
+    go = torch.ones(1, 3, 6, 2, dtype=torch.float64)
+    with pytest.raises(RuntimeError, match=r"_deform_conv2d_backward: the dilated kernel height .* does not fit"):
+        backward_op(go, x, o, None, w, P1, P0, [_BIG, 1], 1, 1, [True] * 5)
+
+
+def test_huge_taps_are_refused():
+    # the CUDA kernels split a tap index in 32 bits (meta tensors: nothing is allocated)
+    x = torch.empty(1, 1, 1, 2**31, device="meta")
+    w = torch.empty(0, 1, 1, 2**31, device="meta")
+    offset = torch.empty(1, 2 * 2**31, 1, 1, device="meta")
+    with pytest.raises(RuntimeError, match=r"kernel taps kh \* kw .* at most 2\^31 - 1"):
+        call(x, offset, None, w, None, P1, P0, P1, 1, 1)
+
+
+def _mask_case(bad, dtype=torch.float64):
+    """One channel, a 1x1 kernel of weight 1: the output is mask * (the bilinear
+    sample) itself. Samples at pixel centres, between pixels, outside the map and
+    on zeros; the mask is `bad` (inf, -inf or nan) at some of them."""
+    x = torch.tensor([[1.0, -2.0, 3.0], [4.0, 0.0, 0.0], [7.0, 0.0, 0.0]], dtype=torch.float64).view(1, 1, 3, 3)
+    offset = torch.zeros(1, 2, 3, 3, dtype=torch.float64)
+    offset[0, :, 0, 1] = 0.25  # between pixels (0,1), (0,2), (1,1), (1,2)
+    offset[0, :, 0, 2] = -5.0  # outside the map: the sample is 0
+    offset[0, :, 2, 2] = -0.5  # between four zeros: the sample is 0
+    mask = torch.full((1, 1, 3, 3), 0.5, dtype=torch.float64)
+    for ho, wo in [(0, 0), (0, 1), (0, 2), (1, 0), (1, 1), (2, 2)]:
+        mask[0, 0, ho, wo] = bad
+    weight = torch.ones(1, 1, 1, 1, dtype=torch.float64)
+    return [t.to(dtype) for t in (x, offset, mask, weight)]
+
+
+@pytest.mark.parametrize("bad", [math.inf, -math.inf, math.nan])
+def test_nonfinite_mask_is_ieee_times_the_sample(bad):
+    x, offset, mask, weight = _mask_case(bad)
+    out = v2(x, offset, mask, weight, None, P1, P0, P1, 1, 1)
+    exp = reference(x, offset, mask, weight, None)
+    torch.testing.assert_close(out, exp, equal_nan=True)  # inf / NaN at the same places
+    o = out[0, 0]
+    if not math.isnan(bad):
+        sign = math.copysign(1.0, bad)
+        assert o[0, 0].item() == sign * math.inf  # pixel centre 1.0 (was NaN: inf * 0 bilinear weights)
+        assert o[1, 0].item() == sign * math.inf  # pixel centre 4.0
+        sample = 0.5625 * -2.0 + 0.1875 * 3.0 + 0.1875 * 0.0 + 0.0625 * 0.0
+        assert o[0, 1].item() == math.copysign(math.inf, bad * sample)
+    assert math.isnan(o[0, 2].item())  # outside: inf * 0
+    assert math.isnan(o[1, 1].item())  # the pixel's value is 0
+    assert math.isnan(o[2, 2].item())  # four zeros
+    assert o[2, 0].item() == 3.5 and o[1, 2].item() == 0.0  # finite masks are unaffected
+
+
+@pytest.mark.parametrize("threads", [2, 4])
+@pytest.mark.parametrize("modulated", [False, True])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16])
+def test_cpu_backward_bitwise_independent_of_threads(threads, modulated, dtype):
+    (x, offset, mask, weight, bias), kw = make_inputs(3, 16, 9, 10, 32, 3, 1, 1, 1, 2, 2, dtype=dtype, seed=21)
+    if not modulated:
+        mask = None
+    tensors = [x, offset, mask, weight, bias]
+    before = torch.get_num_threads()
+    try:
+        torch.set_num_threads(1)
+        out1, g1 = value_and_grads(lambda *t: call(*t, **kw), tensors)
+        torch.set_num_threads(threads)
+        out2, g2 = value_and_grads(lambda *t: call(*t, **kw), tensors)
+    finally:
+        torch.set_num_threads(before)
+    assert torch.equal(out1, out2)
+    for a, b in zip(g1, g2):
+        assert torch.equal(a, b)  # grad_weight used to differ (BLAS / oneDNN split the sum over threads)
+
+
+@pytest.mark.parametrize("modulated", [False, True])
+def test_cpu_backward_bitwise_for_noncontiguous_grad_output(modulated):
+    (x, offset, mask, weight, bias), kw = make_inputs(2, 8, 7, 8, 24, 3, 1, 1, 1, 1, 2, dtype=torch.float32, seed=22)
+    mask_ = mask if modulated else None
+    out = call(x, offset, mask_, weight, bias, **kw)
+    go = torch.randn(out.shape, generator=torch.Generator().manual_seed(3), dtype=torch.float32)
+    views = [
+        go,
+        go.transpose(2, 3).contiguous().transpose(2, 3),
+        go.contiguous(memory_format=torch.channels_last),
+        torch.stack([go, go], -1)[..., 1],
+        go.permute(1, 0, 2, 3).contiguous().permute(1, 0, 2, 3),
+    ]
+    results = [backward_op(g, x, offset, mask_, weight, *kw.values(), [True] * 5) for g in views]
+    for r in results[1:]:
+        for a, b in zip(r, results[0]):
+            assert torch.equal(a, b)
+    # the fixed-order sums are the float64 ones to float32 rounding
+    exp = go.double().sum((0, 2, 3))
+    torch.testing.assert_close(results[0][4].double(), exp, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("bad", [math.inf, -math.inf, math.nan])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_cuda_nonfinite_mask_matches_cpu(bad, dtype):
+    x, offset, mask, weight = _mask_case(bad, dtype)
+    # the forward on its own (exact: one product per output), then a 3x3 case with gradients
+    exp = v2(x, offset, mask, weight, None, P1, P0, P1, 1, 1)
+    out = v2(*[t.cuda() for t in (x, offset, mask, weight)], None, P1, P0, P1, 1, 1)
+    torch.testing.assert_close(out.cpu(), exp, rtol=0, atol=0, equal_nan=True)
+    (x, offset, mask, weight, bias), kw = make_inputs(2, 8, 6, 7, 4, 3, 1, 1, 1, 1, 2, dtype=dtype, seed=23)
+    mask[0, 3, 1, 2] = bad
+    mask[1, 10, 0, 0] = bad
+    offset[1, 2 * 10 : 2 * 10 + 2, 0, 0] = -20.0  # that sample outside: NaN
+    tensors = [x, offset, mask, weight, bias]
+    exp, exp_grads = value_and_grads(lambda *t: call(*t, **kw), tensors)
+    out, grads = value_and_grads(lambda *t: call(*t, **kw), [t.cuda() for t in tensors])
+    assert not torch.isfinite(exp).all()
+    tol = dict(rtol=1e-4, atol=1e-4) if dtype == torch.float32 else {}
+    torch.testing.assert_close(out.cpu(), exp, equal_nan=True, **tol)
+    for g, e in zip(grads, exp_grads):
+        torch.testing.assert_close(g.cpu(), e, equal_nan=True, **tol)

@@ -802,3 +802,85 @@ def test_cuda_module_matches_cpu():
     exp = m(q, reference_points=ref, spatial_shapes=ss)
     out = m.cuda()(q.cuda(), reference_points=ref.cuda(), spatial_shapes=ss.cuda())
     torch.testing.assert_close(out.cpu(), exp, rtol=1e-4, atol=1e-4)
+
+
+# --------------------------------------------------------------------------- hardening (issue 11)
+
+
+def _inf_weight_case(bad, dtype=torch.float64):
+    """One 3x3 level, D = 2; query q's single point has weight `bad` (inf, -inf or
+    nan) at: q0 between pixels, q1 a pixel centre, q2 outside the map, q3 between
+    four zero pixels; q4 has a finite weight outside the map."""
+    value = torch.tensor(
+        [[1.0, -1.0], [-2.0, 2.0], [3.0, 0.5], [4.0, 4.0], [0.0, 0.0], [0.0, 0.0], [7.0, 1.0], [0.0, 0.0], [0.0, 0.0]],
+        dtype=torch.float64,
+    ).view(1, 9, 1, 2)
+    ss, starts = level_tensors([(3, 3)])
+    # (x, y) normalised: pixel = u * 3 - 0.5
+    pixels = [(1.25, 0.25), (0.0, 1.0), (-4.0, 1.0), (1.5, 1.5), (-4.0, -4.0)]
+    loc = torch.tensor([[(x + 0.5) / 3, (y + 0.5) / 3] for x, y in pixels], dtype=torch.float64).view(1, 5, 1, 1, 1, 2)
+    attn = torch.tensor([bad, bad, bad, bad, 0.5], dtype=torch.float64).view(1, 5, 1, 1, 1)
+    return value.to(dtype), ss, starts, loc.to(dtype), attn.to(dtype)
+
+
+@pytest.mark.parametrize("bad", [math.inf, -math.inf, math.nan])
+def test_nonfinite_attention_weight_is_ieee_times_the_sample(bad):
+    value, ss, starts, loc, attn = _inf_weight_case(bad)
+    out = op(value, ss, starts, loc, attn)
+    # the grid_sample composite: weight * sample, a sample outside being 0 (inf * 0 = NaN)
+    exp = reference(value, [(3, 3)], loc, attn)
+    torch.testing.assert_close(out, exp, equal_nan=True)  # inf / NaN at the same places
+    o = out[0]
+    if not math.isnan(bad):
+        sample = torch.tensor([0.5625 * -2.0 + 0.1875 * 3.0, 0.5625 * 2.0 + 0.1875 * 0.5], dtype=torch.float64)
+        assert torch.equal(o[0], bad * sample)  # was NaN: inf * (a bilinear weight of 0) for a used neighbour
+        assert torch.equal(o[1], bad * value[0, 3, 0])  # a pixel centre: inf * the pixel
+    assert torch.isnan(o[2]).all()  # outside: inf * 0 (was 0)
+    assert torch.isnan(o[3]).all()  # four zero pixels
+    assert torch.equal(o[4], torch.zeros(2, dtype=torch.float64))  # a finite weight outside: 0
+    # the gradients of the weights stay the samples (no weight in them); outside: 0
+    go = torch.ones_like(out)
+    gv, gl, ga = bwd_op(go, value, ss, starts, loc, attn)
+    exp_ga = torch.tensor([0.1875 * 3.5, 4.0 + 4.0, 0.0, 0.0, 0.0], dtype=torch.float64)
+    assert torch.equal(ga.flatten(), exp_ga)
+    assert torch.equal(gl[0, 2], torch.zeros_like(gl[0, 2])) and torch.equal(gl[0, 4], torch.zeros_like(gl[0, 4]))
+    assert torch.equal(gv[0, 0], torch.zeros_like(gv[0, 0]))  # pixel (0, 0): no sample reads it
+
+
+def test_size_products_overflow_raise():
+    # meta tensors: an output of 2^40 * 2^31 elements, whose size does not fit in int64
+    value = torch.empty(1, 0, 1, 2**31, device="meta")
+    ss = torch.zeros(1, 2, dtype=torch.long, device="meta")
+    starts = torch.zeros(1, dtype=torch.long, device="meta")
+    loc = torch.empty(1, 2**40, 1, 1, 1, 2, device="meta")
+    attn = torch.empty(1, 2**40, 1, 1, 1, device="meta")
+    with pytest.raises(RuntimeError, match=r"ms_deform_attn: the output size batch \* num_queries .* does not fit"):
+        op(value, ss, starts, loc, attn)
+    # the CUDA kernels count a head's channel passes in an int
+    value = torch.empty(1, 0, 1, 2**31 + 1, device="meta")
+    with pytest.raises(RuntimeError, match=r"head_dim \(value.size\(3\)\) to be at most 2\^31 - 1"):
+        op(value, ss, starts, loc[:, :1], attn[:, :1])
+    with pytest.raises(RuntimeError, match=r"head_dim \(value.size\(3\)\) to be at most 2\^31 - 1"):
+        bwd_op(torch.empty(1, 1, 2**31 + 1, device="meta"), value, ss, starts, loc[:, :1], attn[:, :1])
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("bad", [math.inf, -math.inf, math.nan])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_cuda_nonfinite_attention_weight_matches_cpu(bad, dtype):
+    value, ss, starts, loc, attn = _inf_weight_case(bad, dtype)
+    exp = op(value, ss, starts, loc, attn)
+    out = op(value.cuda(), ss.cuda(), starts.cuda(), loc.cuda(), attn.cuda())
+    torch.testing.assert_close(out.cpu(), exp, rtol=0, atol=0, equal_nan=True)
+    # random inputs (vector path, D = 8), two weights non-finite, one of them outside its map
+    value, ss, starts, loc, attn = make(2, 6, 2, 8, [(4, 5), (2, 3)], 3, dtype, seed=31)
+    attn[0, 1, 1, 0, 2] = bad
+    attn[1, 4, 0, 1, 1] = bad
+    loc[1, 4, 0, 1, 1] = -3.0
+    exp, gexp, go = fwd_bwd(op, value, ss, starts, loc, attn)
+    assert not torch.isfinite(exp).all()
+    out, grads, _ = fwd_bwd(op, value.cuda(), ss.cuda(), starts.cuda(), loc.cuda(), attn.cuda(), go.cuda())
+    tol = dict(rtol=1e-5, atol=1e-4) if dtype == torch.float32 else {}
+    torch.testing.assert_close(out.cpu(), exp, equal_nan=True, **tol)
+    for g, e in zip(grads, gexp):
+        torch.testing.assert_close(g.cpu(), e, equal_nan=True, **tol)
