@@ -7,6 +7,7 @@
 #include <c10/core/SymInt.h>
 #include <c10/core/SymIntArrayRef.h>
 #include <c10/util/Exception.h>
+#include <c10/util/safe_numerics.h>
 #include <c10/util/string_view.h>
 
 #include <cstddef>
@@ -32,6 +33,23 @@ inline std::vector<int64_t> concrete(c10::SymIntArrayRef sizes) {
   out.reserve(sizes.size());
   for (const c10::SymInt& s : sizes) {
     out.push_back(s.guard_int(__FILE__, __LINE__));
+  }
+  return out;
+}
+
+// a * b for sizes (int64), or an error naming `what` when the product does not
+// fit in int64: size arithmetic never wraps around.
+inline int64_t checked_mul(const char* op, const char* what, int64_t a, int64_t b) {
+  int64_t out = 0;
+  TORCH_CHECK(!c10::mul_overflows(a, b, &out), op, what, " overflows int64 (", a, " * ", b, ")");
+  return out;
+}
+
+// The product of sizes (int64), overflow-checked as checked_mul.
+inline int64_t checked_product(const char* op, const char* what, c10::ArrayRef<int64_t> sizes) {
+  int64_t out = 1;
+  for (const int64_t s : sizes) {
+    out = checked_mul(op, what, out, s);
   }
   return out;
 }
