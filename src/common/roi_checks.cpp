@@ -4,7 +4,7 @@
 #include "common/index_policy.h"
 
 #include <ATen/ops/select.h>
-#include <c10/util/safe_numerics.h>
+#include <string>
 
 namespace mmops {
 namespace detail {
@@ -26,11 +26,10 @@ void check_roi_output_numel(const char* op, const c10::SymInt& rois, const c10::
   if (!(k && c && h && w)) {
     return;
   }
-  int64_t numel = 0;
-  const bool overflow = c10::mul_overflows(*k, *c, &numel) || c10::mul_overflows(numel, *h, &numel) ||
-                        c10::mul_overflows(numel, *w, &numel);
-  TORCH_CHECK(!overflow, op, "the output [K, C, out_h, out_w] = [", *k, ", ", *c, ", ", *h, ", ", *w,
-              "] has more than 2^63 elements (output_size too large)");
+  const std::string what = "the output [K, C, out_h, out_w] = [" + std::to_string(*k) + ", " + std::to_string(*c) +
+                           ", " + std::to_string(*h) + ", " + std::to_string(*w) +
+                           "] (output_size too large): its element count";
+  checked_product(op, what.c_str(), {*k, *c, *h, *w});
 }
 
 void check_roi_map_shape(const char* op, const std::string& what, const c10::SymInt& n, const c10::SymInt& c,
@@ -39,14 +38,13 @@ void check_roi_map_shape(const char* op, const std::string& what, const c10::Sym
                   " must hold sizes >= 0, but got [", n, ", ", c, ", ", h, ", ", w, "]");
   TORCH_SYM_CHECK(h.sym_le(kMaxRoiMapSide).sym_and(w.sym_le(kMaxRoiMapSide)), op, "expected H and W of ", what,
                   " to be at most 2^31 - 1, but got [", n, ", ", c, ", ", h, ", ", w, "]");
-  const auto sizes = {n.maybe_as_int(), c.maybe_as_int(), h.maybe_as_int(), w.maybe_as_int()};
-  int64_t numel = 1;
-  for (const auto& s : sizes) {
-    if (!s) {
-      return;
-    }
-    TORCH_CHECK(!c10::mul_overflows(numel, *s, &numel), op, what, " = [", n, ", ", c, ", ", h, ", ", w,
-                "] has more than 2^63 elements");
+  const auto ni = n.maybe_as_int(), ci = c.maybe_as_int(), hi = h.maybe_as_int(), wi = w.maybe_as_int();
+  if (ni && ci && hi && wi) {
+    checked_product(op,
+                    (what + " = [" + std::to_string(*ni) + ", " + std::to_string(*ci) + ", " + std::to_string(*hi) +
+                     ", " + std::to_string(*wi) + "]: its element count")
+                        .c_str(),
+                    {*ni, *ci, *hi, *wi});
   }
 }
 
@@ -68,9 +66,10 @@ void check_roi_grad_output(const char* op, const at::Tensor& grad_output, const 
               grad_output.device(), "), but got ", rois.device());
   TORCH_SYM_CHECK(grad_output.sym_size(0).sym_eq(rois.sym_size(0)), op, "grad_output has ", grad_output.sym_size(0),
                   " rows but rois has ", rois.sym_size(0));
-  TORCH_SYM_CHECK(grad_output.sym_size(2).sym_le(kMaxRoiOutputSide).sym_and(grad_output.sym_size(3).sym_le(kMaxRoiOutputSide)),
-                  op, "expected out_h and out_w of grad_output to be at most ", kMaxRoiOutputSide, " (as output_size), but got shape ",
-                  shape_of(grad_output));
+  TORCH_SYM_CHECK(
+      grad_output.sym_size(2).sym_le(kMaxRoiOutputSide).sym_and(grad_output.sym_size(3).sym_le(kMaxRoiOutputSide)), op,
+      "expected out_h and out_w of grad_output to be at most ", kMaxRoiOutputSide, " (as output_size), but got shape ",
+      shape_of(grad_output));
 }
 
 void check_roi_batch_indices(const char* op, const at::Tensor& rois, int64_t batch) {

@@ -148,8 +148,8 @@ RoIAlignParams check_multi_level_roi_align_backward(const char* op, const at::Te
               "expected feature_sizes = [N, C, H_0, W_0, ...] with 2 + 2 * ", spatial_scales.size(),
               " values, but got ", feature_sizes.size());
   for (size_t i = 2; i + 1 < feature_sizes.size(); i += 2) {
-    check_roi_map_shape(op, "feature_sizes (map " + std::to_string(i / 2 - 1) + ")", feature_sizes[0],
-                        feature_sizes[1], feature_sizes[i], feature_sizes[i + 1]);
+    check_roi_map_shape(op, "feature_sizes (map " + std::to_string(i / 2 - 1) + ")", feature_sizes[0], feature_sizes[1],
+                        feature_sizes[i], feature_sizes[i + 1]);
   }
   return check_backward(op, grad_output, rois, argmax, feature_sizes[1], spatial_scales, sampling_ratio, pool_mode,
                         aligned, finest_scale);

@@ -1272,7 +1272,14 @@ def test_grad_output_side_bounded():
 
 @pytest.mark.parametrize(
     "input_shape",
-    [(1, 2, -6, 6), (-1, 2, 6, 6), (1, 2, 6, -1), (1, 2, 2**31, 6), (1, 2, 2**40, 2**40), (2**40, 2, 2**31 - 1, 2**31 - 1)],
+    [
+        (1, 2, -6, 6),
+        (-1, 2, 6, 6),
+        (1, 2, 6, -1),
+        (1, 2, 2**31, 6),
+        (1, 2, 2**40, 2**40),
+        (2**40, 2, 2**31 - 1, 2**31 - 1),
+    ],
 )
 @pytest.mark.parametrize("device", ["cpu", "meta"])
 def test_backward_input_shape_checked(input_shape, device):
