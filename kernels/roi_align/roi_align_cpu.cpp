@@ -27,7 +27,7 @@ using namespace roi_align_math;
 // Per-axis taps of every sample of one roi: taps[p * grid + i] for bin p, sample i.
 template <typename T>
 void axis_taps(std::vector<AxisTap<T>>& taps, T start, T bin_size, int64_t pooled, int grid, int64_t size) {
-  taps.resize(pooled * grid);
+  taps.resize(static_cast<size_t>(pooled) * grid);
   for (int64_t p = 0; p < pooled; ++p) {
     for (int i = 0; i < grid; ++i) {
       taps[p * grid + i] = axis_tap(sample_coord(start, bin_size, p, i, grid), size);
@@ -174,9 +174,10 @@ void forward_kernel(const Levels<const scalar_t>& levels, int64_t batch, int64_t
       const int gh = box.grid_h, gw = box.grid_w;
       axis_taps(ytaps, box.start_y, box.bin_h, ph_count, gh, height);
       axis_taps(xtaps, box.start_x, box.bin_w, pw_count, gw, width);
-      const acc_t inv_count = gh * gw > 0 ? acc_t(1) / static_cast<acc_t>(gh * gw) : acc_t(0);
+      const int64_t samples = static_cast<int64_t>(gh) * gw; // per bin, <= kMaxGridSide^2
+      const acc_t inv_count = samples > 0 ? acc_t(1) / static_cast<acc_t>(samples) : acc_t(0);
       const scalar_t* pixels = levels.data[src.level] + src.batch * height * width * channels;
-      const int64_t bins_per_pass = std::max<int64_t>(1, kMaxTableEntries / std::max(gh * gw, 1));
+      const int64_t bins_per_pass = std::max<int64_t>(1, kMaxTableEntries / std::max<int64_t>(samples, 1));
       for (int64_t bin0 = 0; bin0 < bins; bin0 += bins_per_pass) {
         const int64_t bin1 = std::min(bins, bin0 + bins_per_pass);
         build_sample_table(table, bin_start, ytaps, xtaps, bin0, bin1, pw_count, gh, gw, width,
@@ -210,13 +211,14 @@ void backward_kernel(const at::Tensor& grad_output, const at::Tensor& rois, cons
       const RoiSource<acc_t> src = locate<scalar_t, acc_t>(roi_data + k * 5, batch, p);
       const RoiBox<acc_t>& box = src.box;
       const int gh = box.grid_h, gw = box.grid_w;
-      if (src.batch < 0 || gh * gw == 0) {
+      const int64_t samples = static_cast<int64_t>(gh) * gw; // per bin, <= kMaxGridSide^2
+      if (src.batch < 0 || samples == 0) {
         continue;
       }
       const int64_t height = grads.height[src.level], width = grads.width[src.level];
       axis_taps(ytaps, box.start_y, box.bin_h, ph_count, gh, height);
       axis_taps(xtaps, box.start_x, box.bin_w, pw_count, gw, width);
-      const acc_t inv_count = acc_t(1) / static_cast<acc_t>(gh * gw);
+      const acc_t inv_count = acc_t(1) / static_cast<acc_t>(samples);
 
       for (int64_t c = c_begin; c < c_end; ++c) {
         acc_t* plane = grads.data[src.level] + (src.batch * channels + c) * height * width;
@@ -239,7 +241,7 @@ void backward_kernel(const at::Tensor& grad_output, const at::Tensor& rois, cons
             const AxisTap<acc_t>* tx = xtaps.data() + pw * gw;
             if (max_mode) {
               const int s = a_kc[bin];
-              if (s >= 0 && s < gh * gw) {
+              if (s >= 0 && s < samples) {
                 scatter(ty[s / gw], tx[s % gw], g);
               }
             } else {

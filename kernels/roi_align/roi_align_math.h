@@ -11,7 +11,8 @@
 //  * a sample outside [-1, H] x [-1, W] is worth 0, otherwise it is clamped
 //    into the map and bilinearly interpolated.
 // Defined extras: non-finite box coordinates give an invalid box (zeros, no
-// gradient); an adaptive grid is capped at kMaxAdaptiveGrid per side; an empty
+// gradient, aligned or not); an adaptive grid is capped at kMaxAdaptiveGrid per
+// side (a fixed one is at most kMaxGridSide, checked by the callers); an empty
 // map (H or W == 0) makes every sample worth 0.
 
 #include <c10/macros/Macros.h>
@@ -29,7 +30,12 @@ using host_device_math::ceil_of;
 using host_device_math::is_finite;
 using host_device_math::MaxTracker;
 
-constexpr int kMaxAdaptiveGrid = 512;
+// Samples per bin side: the adaptive grid is capped here, and the validation
+// (src/roi_align/roi_align_checks.cpp) rejects a larger sampling_ratio, so a
+// bin never takes more than kMaxGridSide^2 samples (and iy * grid_w + ix, the
+// int32 argmax, stays small).
+constexpr int kMaxGridSide = 512;
+constexpr int kMaxAdaptiveGrid = kMaxGridSide;
 
 // One roi in feature-map coordinates.
 template <typename T>
@@ -60,13 +66,20 @@ C10_HOST_DEVICE inline RoiBox<T> make_roi_box(T x1, T y1, T x2, T y2, T spatial_
   RoiBox<T> box;
   box.start_x = x1 * spatial_scale - offset;
   box.start_y = y1 * spatial_scale - offset;
-  T roi_w = x2 * spatial_scale - offset - box.start_x;
-  T roi_h = y2 * spatial_scale - offset - box.start_y;
+  const T end_x = x2 * spatial_scale - offset;
+  const T end_y = y2 * spatial_scale - offset;
+  T roi_w = end_x - box.start_x;
+  T roi_h = end_y - box.start_y;
+  // The one place that defines a non-finite roi (every kernel, both devices):
+  // any corner that is not finite, or a size that overflows, makes the box
+  // invalid. Decided before the unaligned clamp, which would turn a NaN or
+  // -inf size into 1.
+  box.valid = is_finite(box.start_x) && is_finite(box.start_y) && is_finite(end_x) && is_finite(end_y) &&
+              is_finite(roi_w) && is_finite(roi_h);
   if (!aligned) {
     roi_w = roi_w > T(1) ? roi_w : T(1);
     roi_h = roi_h > T(1) ? roi_h : T(1);
   }
-  box.valid = is_finite(box.start_x) && is_finite(box.start_y) && is_finite(roi_w) && is_finite(roi_h);
   box.bin_h = roi_h / static_cast<T>(pooled_h);
   box.bin_w = roi_w / static_cast<T>(pooled_w);
   box.grid_h = box.valid ? samples_per_bin(roi_h, pooled_h, sampling_ratio) : 0;

@@ -7,6 +7,7 @@
 #include <c10/core/SymInt.h>
 #include <c10/core/SymIntArrayRef.h>
 #include <c10/util/Exception.h>
+#include <c10/util/safe_numerics.h>
 #include <c10/util/string_view.h>
 
 #include <cstddef>
@@ -49,6 +50,15 @@ inline int64_t checked_add(const char* op, const char* what, int64_t a, int64_t 
   int64_t r = 0;
   TORCH_CHECK(!__builtin_add_overflow(a, b, &r), op, what, " does not fit in int64 (", a, " + ", b, ")");
   return r;
+}
+
+// The product of sizes (int64), overflow-checked as checked_mul.
+inline int64_t checked_product(const char* op, const char* what, c10::ArrayRef<int64_t> sizes) {
+  int64_t out = 1;
+  for (const int64_t s : sizes) {
+    out = checked_mul(op, what, out, s);
+  }
+  return out;
 }
 
 // One choice of a string argument parsed into its enum, e.g.

@@ -3,16 +3,36 @@
 
 #include "common/check_utils.h"
 #include "common/roi_checks.h"
+#include "roi_align/roi_align_math.h"
 #include "roi_align/roi_align_ops.h"
 
 #include <c10/core/SymInt.h>
 
 #include <cmath>
+#include <cstdint>
+#include <limits>
 #include <string>
 
 namespace mmops {
 namespace detail {
 namespace {
+
+// The bounds that keep the kernels' narrower arithmetic exact (checked here, so
+// that no kernel needs a per-sample check): a roi's samples along one axis,
+// out * grid side, are counted in int32 by the CUDA kernels.
+static_assert(kMaxRoiOutputSide * roi_align_math::kMaxGridSide <= std::numeric_limits<int32_t>::max(),
+              "a roi's per-axis samples must fit in int32");
+static_assert(int64_t(roi_align_math::kMaxGridSide) * roi_align_math::kMaxGridSide <=
+                  std::numeric_limits<int32_t>::max(),
+              "a bin's sample index (argmax) must fit in int32");
+
+// The largest sampling_ratio: the cap of the adaptive grid, so that a fixed
+// grid bounds the work per output value as the adaptive one does.
+constexpr int64_t kMaxSamplingRatio = roi_align_math::kMaxGridSide;
+
+// The largest finest_scale: the kernels compute the level in the inputs'
+// accumulation type (float for float32 and below), exact up to 2^24.
+constexpr int64_t kMaxFinestScale = int64_t(1) << 24;
 
 // rois, scales, sampling ratio, pool mode: what forward and backward share.
 RoIAlignParams check_common(const char* op, const at::Tensor& rois, c10::ArrayRef<double> spatial_scales,
@@ -26,7 +46,11 @@ RoIAlignParams check_common(const char* op, const at::Tensor& rois, c10::ArrayRe
                 " must be a positive finite number, but got ", spatial_scales[l]);
   }
   TORCH_CHECK(sampling_ratio >= 0, op, "sampling_ratio must be >= 0 (0 means adaptive), but got ", sampling_ratio);
+  TORCH_CHECK(sampling_ratio <= kMaxSamplingRatio, op, "sampling_ratio must be at most ", kMaxSamplingRatio,
+              " (samples per bin side, the cap of the adaptive grid), but got ", sampling_ratio);
   TORCH_CHECK(finest_scale > 0, op, "finest_scale must be positive, but got ", finest_scale);
+  TORCH_CHECK(finest_scale <= kMaxFinestScale, op, "finest_scale must be at most 2^24 = ", kMaxFinestScale,
+              ", but got ", finest_scale);
   RoIAlignParams p{};
   p.sampling_ratio = sampling_ratio;
   p.pool_mode = parse_choice(op, "pool_mode", pool_mode, kPoolModes);
@@ -61,6 +85,7 @@ RoIAlignParams check_forward(const char* op, at::TensorList features, bool singl
     TORCH_SYM_CHECK(f.sym_size(0).sym_eq(first.sym_size(0)).sym_and(f.sym_size(1).sym_eq(first.sym_size(1))), op,
                     "expected ", name, " to have the batch size and channels of features[0] (", shape_of(first),
                     "), but got ", shape_of(f));
+    check_roi_map_shape(op, name, f.sym_size(0), f.sym_size(1), f.sym_size(2), f.sym_size(3));
   }
   RoIAlignParams p = check_common(op, rois, spatial_scales, sampling_ratio, pool_mode, aligned, finest_scale);
   const std::string first_name = single ? "input" : "features";
@@ -68,11 +93,8 @@ RoIAlignParams check_forward(const char* op, at::TensorList features, bool singl
               first.scalar_type(), "), but got ", rois.scalar_type());
   TORCH_CHECK(rois.device() == first.device(), op, "expected rois on the device of ", first_name, " (", first.device(),
               "), but got ", rois.device());
-  TORCH_CHECK(output_size.size() == 2, op, "expected output_size to hold 2 values (out_h, out_w), but got ",
-              output_size.size());
-  for (size_t i = 0; i < 2; ++i) {
-    TORCH_SYM_CHECK(output_size[i].sym_gt(0), op, "output_size values must be positive, but got ", output_size);
-  }
+  check_roi_output_size(op, output_size);
+  check_roi_output_numel(op, rois.sym_size(0), first.sym_size(1), output_size);
   p.pooled_height = output_size[0].maybe_as_int().value_or(-1);
   p.pooled_width = output_size[1].maybe_as_int().value_or(-1);
   return p;
@@ -112,6 +134,7 @@ RoIAlignParams check_roi_align_backward(const char* op, const at::Tensor& grad_o
                                         const at::Tensor& argmax, c10::SymIntArrayRef input_shape, double spatial_scale,
                                         int64_t sampling_ratio, c10::string_view pool_mode, bool aligned) {
   TORCH_CHECK(input_shape.size() == 4, op, "expected input_shape to hold 4 values, but got ", input_shape.size());
+  check_roi_map_shape(op, "input_shape", input_shape[0], input_shape[1], input_shape[2], input_shape[3]);
   return check_backward(op, grad_output, rois, argmax, input_shape[1], spatial_scale, sampling_ratio, pool_mode,
                         aligned, kSingleMapFinestScale);
 }
@@ -124,6 +147,10 @@ RoIAlignParams check_multi_level_roi_align_backward(const char* op, const at::Te
   TORCH_CHECK(feature_sizes.size() == 2 + 2 * spatial_scales.size(), op,
               "expected feature_sizes = [N, C, H_0, W_0, ...] with 2 + 2 * ", spatial_scales.size(),
               " values, but got ", feature_sizes.size());
+  for (size_t i = 2; i + 1 < feature_sizes.size(); i += 2) {
+    check_roi_map_shape(op, "feature_sizes (map " + std::to_string(i / 2 - 1) + ")", feature_sizes[0], feature_sizes[1],
+                        feature_sizes[i], feature_sizes[i + 1]);
+  }
   return check_backward(op, grad_output, rois, argmax, feature_sizes[1], spatial_scales, sampling_ratio, pool_mode,
                         aligned, finest_scale);
 }

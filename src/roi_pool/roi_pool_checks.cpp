@@ -50,11 +50,8 @@ RoIPoolParams check_roi_pool_forward(const at::Tensor& input, const at::Tensor& 
               input.scalar_type(), "), but got ", rois.scalar_type());
   TORCH_CHECK(rois.device() == input.device(), kRoIPoolOp, "expected rois on the device of input (", input.device(),
               "), but got ", rois.device());
-  TORCH_CHECK(output_size.size() == 2, kRoIPoolOp, "expected output_size to hold 2 values (out_h, out_w), but got ",
-              output_size.size());
-  for (size_t i = 0; i < 2; ++i) {
-    TORCH_SYM_CHECK(output_size[i].sym_gt(0), kRoIPoolOp, "output_size values must be positive, but got ", output_size);
-  }
+  check_roi_output_size(kRoIPoolOp, output_size);
+  check_roi_output_numel(kRoIPoolOp, rois.sym_size(0), input.sym_size(1), output_size);
   check_plane(input.sym_size(2), input.sym_size(3));
   return params_of(output_size[0], output_size[1], spatial_scale);
 }
@@ -64,6 +61,7 @@ RoIPoolParams check_roi_pool_backward(const at::Tensor& grad_output, const at::T
   check_rois(rois, spatial_scale);
   TORCH_CHECK(input_shape.size() == 4, kRoIPoolOp, "expected input_shape to hold 4 values, but got ",
               input_shape.size());
+  check_roi_map_shape(kRoIPoolOp, "input_shape", input_shape[0], input_shape[1], input_shape[2], input_shape[3]);
   check_roi_grad_output(kRoIPoolOp, grad_output, rois);
   TORCH_SYM_CHECK(grad_output.sym_size(1).sym_eq(input_shape[1]), kRoIPoolOp, "grad_output has ",
                   grad_output.sym_size(1), " channels but the input has ", input_shape[1]);

@@ -375,3 +375,33 @@ const mmops_test::CppApiEntry multi_level_roi_align_api{
     }};
 
 } // namespace
+
+namespace {
+
+// Issue 11: sizes are bounded and never narrowed; a non-finite roi pools zeros aligned or not.
+TEST(RoIAlign, SizesAreBoundedNotNarrowed) {
+  const at::Tensor input = at::randn({1, 2, 6, 6});
+  const at::Tensor rois = at::tensor({0.f, 0.5f, 0.5f, 4.5f, 4.5f}).reshape({1, 5});
+  const int64_t wraps_to_one = (int64_t(1) << 32) + 1;
+  EXPECT_ERROR_MENTIONS(mmops::roi_align(input, rois, {2, 2}, 1.0, wraps_to_one), "sampling_ratio must be at most 512");
+  EXPECT_ERROR_MENTIONS(mmops::roi_align(input, rois, {2, 2}, 1.0, 10000), "sampling_ratio must be at most 512");
+  EXPECT_ERROR_MENTIONS(mmops::roi_align(input, rois, {wraps_to_one, 2}), "output_size values must be at most 4096");
+  const at::Tensor at_bound = mmops::roi_align(input, rois, {1, 1}, 1.0, 512);
+  EXPECT_TRUE(at::isfinite(at_bound).all().item<bool>());
+}
+
+TEST(RoIAlign, NonFiniteCornerPoolsZerosUnaligned) {
+  const at::Tensor input = at::randn({1, 2, 6, 6}, at::kDouble).requires_grad_();
+  const double nan = std::nan("");
+  const double inf = INFINITY;
+  const at::Tensor rois =
+      at::tensor({0., 1., 1., nan, 4., 0., 1., 1., 4., -inf, 0., 1., 1., -inf, 4.}, at::kDouble).reshape({3, 5});
+  for (const char* mode : {"avg", "max"}) {
+    const at::Tensor out = mmops::roi_align(input, rois, {2, 2}, 1.0, 2, mode, /*aligned=*/false);
+    EXPECT_TRUE(at::equal(out, at::zeros_like(out))) << mode;
+    const at::Tensor g = torch::autograd::grad({out.sum()}, {input}, {}, false, false, true)[0];
+    EXPECT_TRUE(!g.defined() || at::equal(g, at::zeros_like(input))) << mode;
+  }
+}
+
+} // namespace

@@ -1043,3 +1043,138 @@ def test_cuda_graph_capture_forward_and_backward(pool_mode, deterministic):
             for a, b in zip(static[1:], fresh[1:]):
                 assert b.abs().sum() > 0
                 torch.testing.assert_close(a, b, rtol=1e-6, atol=1e-6)
+
+
+# ---- hardening (issue 11): bounded work, no narrowing, our errors, non-finite rois ----
+
+_MLOP = torch.ops.mmops.multi_level_roi_align
+
+
+def _ml_inputs(device="cpu", dtype=torch.float64):
+    feats = [
+        torch.randn(1, 2, 8, 8, dtype=torch.float64).to(device, dtype),
+        torch.randn(1, 2, 4, 4, dtype=torch.float64).to(device, dtype),
+    ]
+    rois = torch.tensor([[0, 1.0, 1.0, 20.0, 20.0], [0, 2.0, 2.0, 200.0, 200.0]], dtype=torch.float64).to(device, dtype)
+    return feats, rois
+
+
+@pytest.mark.parametrize("sampling_ratio", [513, 10000, 2**32 + 1, 2**62])
+@pytest.mark.parametrize("device", ["cpu", "meta"])
+def test_ml_sampling_ratio_bounded(sampling_ratio, device):
+    feats, rois = _ml_inputs(device)
+    with pytest.raises(RuntimeError, match="sampling_ratio must be at most 512"):
+        _MLOP(feats, rois, [2, 2], [0.5, 0.25], sampling_ratio, "avg", True, 56)
+    g = torch.ones(2, 2, 2, 2, dtype=torch.float64, device=device)
+    with pytest.raises(RuntimeError, match="sampling_ratio must be at most 512"):
+        torch.ops.mmops._multi_level_roi_align_backward(
+            g,
+            rois,
+            torch.zeros(g.shape, dtype=torch.int32, device=device),
+            [1, 2, 8, 8, 4, 4],
+            [0.5, 0.25],
+            sampling_ratio,
+            "avg",
+            True,
+            56,
+        )
+
+
+@pytest.mark.parametrize("finest_scale", [2**24 + 1, 2**32 + 56, 2**62])
+def test_ml_finest_scale_bounded(finest_scale):
+    feats, rois = _ml_inputs()
+    with pytest.raises(RuntimeError, match="finest_scale must be at most 2\\^24"):
+        _MLOP(feats, rois, [2, 2], [0.5, 0.25], 2, "avg", True, finest_scale)
+
+
+@pytest.mark.parametrize("output_size", [[4097, 2], [2**32 + 1, 1]])
+def test_ml_huge_output_size_gives_our_error(output_size):
+    feats, rois = _ml_inputs()
+    with pytest.raises(RuntimeError, match="output_size values must be at most 4096"):
+        _MLOP(feats, rois, output_size, [0.5, 0.25], 2, "avg", True, 56)
+
+
+@pytest.mark.parametrize(
+    "feature_sizes", [[1, 2, 8, 8, -4, 4], [1, -2, 8, 8, 4, 4], [1, 2, 8, 2**31, 4, 4], [2**62, 2, 8, 8, 4, 4]]
+)
+@pytest.mark.parametrize("device", ["cpu", "meta"])
+def test_ml_backward_feature_sizes_checked(feature_sizes, device):
+    _, rois = _ml_inputs(device)
+    c = abs(feature_sizes[1])
+    g = torch.ones(2, c, 2, 2, dtype=torch.float64, device=device)
+    with pytest.raises(RuntimeError, match="feature_sizes"):
+        torch.ops.mmops._multi_level_roi_align_backward(
+            g,
+            rois,
+            torch.zeros(g.shape, dtype=torch.int32, device=device),
+            feature_sizes,
+            [0.5, 0.25],
+            2,
+            "avg",
+            True,
+            56,
+        )
+
+
+def test_ml_backward_feature_sizes_overflow_on_meta():
+    rois = torch.empty(2, 5, device="meta", dtype=torch.float64)
+    g = torch.empty(2, 2**40, 2, 2, device="meta", dtype=torch.float64)
+    with pytest.raises(RuntimeError, match="feature_sizes .* does not fit in int64"):
+        torch.ops.mmops._multi_level_roi_align_backward(
+            g,
+            rois,
+            torch.empty(0, dtype=torch.int32, device="meta"),
+            [2**40, 2**40, 8, 8, 4, 4],
+            [0.5, 0.25],
+            2,
+            "avg",
+            True,
+            56,
+        )
+
+
+_ML_NONFINITE = [
+    [0, 1.0, 1.0, math.nan, 40.0],
+    [0, 1.0, 1.0, 40.0, -math.inf],
+    [0, 1.0, 1.0, -math.inf, 40.0],
+    [0, math.nan, 1.0, 40.0, 40.0],
+    [0, 1.0, 1.0, math.inf, 40.0],
+]
+
+
+@pytest.mark.parametrize("aligned", [True, False])
+@pytest.mark.parametrize("pool_mode", ["avg", "max"])
+def test_ml_nonfinite_roi_pools_zeros_without_gradient(aligned, pool_mode):
+    feats, good = _ml_inputs()
+    feats = [f.requires_grad_() for f in feats]
+    rois = torch.cat([good[:1], torch.tensor(_ML_NONFINITE, dtype=torch.float64), good[1:]])
+    out = _MLOP(feats, rois, [2, 2], [0.5, 0.25], 0, pool_mode, aligned, 56)
+    assert torch.equal(out[1:-1], torch.zeros_like(out[1:-1]))
+    ref = multi_level_ref([f.detach() for f in feats], good, (2, 2), [0.5, 0.25], 0, pool_mode, aligned, 56)
+    torch.testing.assert_close(out[[0, -1]], ref, rtol=1e-10, atol=1e-10)
+    grads = torch.autograd.grad(out.sum(), feats)
+    feats2 = [f.detach().clone().requires_grad_() for f in feats]
+    grads2 = torch.autograd.grad(_MLOP(feats2, good, [2, 2], [0.5, 0.25], 0, pool_mode, aligned, 56).sum(), feats2)
+    for a, b in zip(grads, grads2):
+        torch.testing.assert_close(a, b, rtol=0, atol=0)
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("aligned", [True, False])
+@pytest.mark.parametrize("pool_mode", ["avg", "max"])
+@pytest.mark.parametrize("deterministic", [False, True])
+def test_cuda_ml_nonfinite_rois_equal_cpu(dtype, aligned, pool_mode, deterministic):
+    feats, good = _ml_inputs(dtype=dtype)
+    rois = torch.cat([good[:1], torch.tensor(_ML_NONFINITE, dtype=dtype), good[1:]])
+    feats = [f.requires_grad_() for f in feats]
+    featsc = [f.detach().cuda().requires_grad_() for f in feats]
+    out = _MLOP(feats, rois, [2, 2], [0.5, 0.25], 0, pool_mode, aligned, 56)
+    grads = torch.autograd.grad(out.float().sum(), feats)
+    with deterministic_algorithms() if deterministic else contextlib.nullcontext():
+        outc = _MLOP(featsc, rois.cuda(), [2, 2], [0.5, 0.25], 0, pool_mode, aligned, 56)
+        assert torch.equal(outc[1:-1].cpu(), torch.zeros_like(out[1:-1]))
+        torch.testing.assert_close(outc.cpu(), out, **TOL[dtype])
+        gradsc = torch.autograd.grad(outc.float().sum(), featsc)
+    for a, b in zip(gradsc, grads):
+        torch.testing.assert_close(a.cpu(), b, **TOL[dtype])

@@ -1182,3 +1182,147 @@ def test_cuda_channels_last_equals_contiguous(pool_mode, dtype):
     # the float atomics add in another order: rounding differs, in the last bit of 16-bit types
     tol = TOL[dtype] if dtype == torch.float32 else LOW_TOL[dtype]
     torch.testing.assert_close(g, g_cl, **tol)
+
+
+# ---- hardening (issue 11): bounded work, no narrowing, our errors, non-finite rois ----
+
+_HX = torch.randn(1, 2, 6, 6, dtype=torch.float64)
+_HROIS = torch.tensor([[0, 0.5, 0.5, 4.5, 4.5]], dtype=torch.float64)
+
+
+def _bwd_helper(sampling_ratio=2, input_shape=(1, 2, 6, 6), pool_mode="avg", grad=None):
+    g = torch.ones(1, 2, 2, 2, dtype=torch.float64) if grad is None else grad
+    argmax = torch.zeros(g.shape, dtype=torch.int32)
+    return torch.ops.mmops._roi_align_backward(
+        g, _HROIS, argmax, list(input_shape), 1.0, sampling_ratio, pool_mode, True
+    )
+
+
+@pytest.mark.parametrize("sampling_ratio", [513, 10000, 46341, 2**31, 2**32 + 1, 2**62])
+@pytest.mark.parametrize("device", ["cpu", "meta"])
+def test_sampling_ratio_bounded_and_not_narrowed(sampling_ratio, device):
+    x, rois = _HX.to(device), _HROIS.to(device)
+    with pytest.raises(RuntimeError, match="sampling_ratio must be at most 512"):
+        op(x, rois, [2, 2], 1.0, sampling_ratio, "avg", True)
+    with pytest.raises(RuntimeError, match="sampling_ratio must be at most 512"):
+        torch.ops.mmops._roi_align_forward(x, rois, [2, 2], 1.0, sampling_ratio, "max", True)
+    with pytest.raises(RuntimeError, match="sampling_ratio must be at most 512"):
+        _bwd_helper(sampling_ratio)
+
+
+def test_sampling_ratio_at_bound_matches_reference():
+    # 512 x 512 samples per bin: the bound itself works and equals the float64 reference.
+    out = op(_HX, _HROIS, [1, 1], 1.0, 512, "avg", True)
+    ref = roi_align_ref(_HX, _HROIS, (1, 1), 1.0, 512, "avg", True)
+    torch.testing.assert_close(out, ref, rtol=1e-10, atol=1e-10)
+
+
+@pytest.mark.parametrize("output_size", [[4097, 2], [2, 4097], [2**31 + 2, 2], [2**32 + 1, 1], [2**62, 2**62]])
+@pytest.mark.parametrize("device", ["cpu", "meta"])
+def test_huge_output_size_gives_our_error(output_size, device):
+    with pytest.raises(RuntimeError, match="output_size values must be at most 4096"):
+        op(_HX.to(device), _HROIS.to(device), output_size, 1.0, 2, "avg", True)
+
+
+def test_output_numel_overflow_gives_our_error():
+    # Meta tensors of any size cost nothing: K * C * out_h * out_w would wrap around int64.
+    x = torch.empty(1, 2**40, 0, 0, device="meta")
+    rois = torch.empty(2**40, 5, device="meta")
+    with pytest.raises(RuntimeError, match=r"output_size too large"):
+        op(x, rois, [4096, 4096], 1.0, 2, "avg", True)
+
+
+def test_grad_output_side_bounded():
+    g = torch.zeros(1, 2, 1, 4097, dtype=torch.float64)
+    with pytest.raises(RuntimeError, match="out_h and out_w of grad_output to be at most 4096"):
+        _bwd_helper(grad=g)
+
+
+@pytest.mark.parametrize(
+    "input_shape",
+    [
+        (1, 2, -6, 6),
+        (-1, 2, 6, 6),
+        (1, 2, 6, -1),
+        (1, 2, 2**31, 6),
+        (1, 2, 2**40, 2**40),
+        (2**40, 2, 2**31 - 1, 2**31 - 1),
+    ],
+)
+@pytest.mark.parametrize("device", ["cpu", "meta"])
+def test_backward_input_shape_checked(input_shape, device):
+    g = torch.ones(1, 2, 2, 2, dtype=torch.float64, device=device)
+    argmax = torch.zeros(g.shape, dtype=torch.int32, device=device)
+    with pytest.raises(RuntimeError, match="input_shape"):
+        torch.ops.mmops._roi_align_backward(g, _HROIS.to(device), argmax, list(input_shape), 1.0, 2, "avg", True)
+
+
+def test_feature_map_side_bounded_on_meta():
+    x = torch.empty(1, 1, 2**31, 1, device="meta")
+    with pytest.raises(RuntimeError, match="H and W of input to be at most 2"):
+        op(x, _HROIS.to("meta").float(), [2, 2], 1.0, 2, "avg", True)
+
+
+_NONFINITE_ROIS = [
+    [0, 1.0, 1.0, math.nan, 4.0],
+    [0, 1.0, 1.0, 4.0, math.nan],
+    [0, 1.0, 1.0, -math.inf, 4.0],
+    [0, 1.0, 1.0, 4.0, -math.inf],
+    [0, 1.0, 1.0, math.inf, 4.0],
+    [0, math.nan, 1.0, 4.0, 4.0],
+    [0, 1.0, -math.inf, 4.0, 4.0],
+    [0, math.inf, 1.0, 4.0, 4.0],
+]
+
+
+def _nonfinite_case(device, dtype):
+    x = torch.randn(1, 3, 6, 6, dtype=torch.float64).to(device, dtype).requires_grad_()
+    good = [0, 0.5, 0.5, 4.5, 4.5]
+    rois = torch.tensor([good] + _NONFINITE_ROIS + [good], dtype=torch.float64).to(device, dtype)
+    return x, rois
+
+
+@pytest.mark.parametrize("aligned", [True, False])
+@pytest.mark.parametrize("pool_mode", ["avg", "max"])
+@pytest.mark.parametrize("sampling_ratio", [0, 2])
+def test_nonfinite_roi_pools_zeros_without_gradient(aligned, pool_mode, sampling_ratio):
+    x, rois = _nonfinite_case("cpu", torch.float64)
+    out = op(x, rois, [2, 2], 1.0, sampling_ratio, pool_mode, aligned)
+    bad = out[1:-1]
+    assert torch.equal(bad, torch.zeros_like(bad))
+    ref = roi_align_ref(x.detach(), rois[:1], (2, 2), 1.0, sampling_ratio, pool_mode, aligned)
+    torch.testing.assert_close(out[:1], ref, rtol=1e-10, atol=1e-10)
+    torch.testing.assert_close(out[-1:], ref, rtol=1e-10, atol=1e-10)
+    # Only the two finite rois send gradient: the same as pooling them alone.
+    (g,) = torch.autograd.grad(out.sum(), x)
+    x2 = x.detach().clone().requires_grad_()
+    out2 = op(x2, rois[[0, -1]], [2, 2], 1.0, sampling_ratio, pool_mode, aligned)
+    (g2,) = torch.autograd.grad(out2.sum(), x2)
+    torch.testing.assert_close(g, g2, rtol=0, atol=0)
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("aligned", [True, False])
+@pytest.mark.parametrize("pool_mode", ["avg", "max"])
+@pytest.mark.parametrize("deterministic", [False, True])
+def test_cuda_nonfinite_rois_equal_cpu(dtype, aligned, pool_mode, deterministic):
+    x, rois = _nonfinite_case("cpu", dtype)
+    xc = x.detach().cuda().requires_grad_()
+    out = op(x, rois, [2, 2], 1.0, 0, pool_mode, aligned)
+    with deterministic_algorithms() if deterministic else contextlib.nullcontext():
+        outc = op(xc, rois.cuda(), [2, 2], 1.0, 0, pool_mode, aligned)
+        assert torch.equal(outc[1:-1].cpu(), torch.zeros_like(out[1:-1]))
+        torch.testing.assert_close(outc.cpu(), out, **TOL[dtype])
+        (gc,) = torch.autograd.grad(outc.float().sum(), xc)
+    (g,) = torch.autograd.grad(out.float().sum(), x)
+    torch.testing.assert_close(gc.cpu(), g, **TOL[dtype])
+
+
+@pytest.mark.cuda
+def test_cuda_sampling_ratio_bound():
+    x, rois = _HX.cuda(), _HROIS.cuda()
+    with pytest.raises(RuntimeError, match="sampling_ratio must be at most 512"):
+        op(x, rois, [2, 2], 1.0, 2**32 + 1, "avg", True)
+    out = op(x, rois, [1, 1], 1.0, 512, "max", True)
+    torch.testing.assert_close(out.cpu(), op(_HX, _HROIS, [1, 1], 1.0, 512, "max", True), rtol=1e-10, atol=1e-10)

@@ -625,3 +625,59 @@ def test_cuda_deterministic_backward(dtype):
     with deterministic_algorithms():
         g = grad_of(x.cuda(), rois.cuda(), go_bad.cuda(), (3, 3), 1.0)[1]
     assert torch.isnan(g).all()
+
+
+# ---- hardening (issue 11): bounded output_size, checked input_shape, non-finite rois ----
+
+_PX = torch.randn(1, 2, 6, 6, dtype=torch.float64)
+_PROIS = torch.tensor([[0, 0.0, 0.0, 4.0, 4.0]], dtype=torch.float64)
+
+
+@pytest.mark.parametrize("output_size", [[4097, 2], [2, 2**31 + 2], [2**32 + 1, 1], [2**62, 2**62]])
+@pytest.mark.parametrize("device", ["cpu", "meta"])
+def test_huge_output_size_gives_our_error(output_size, device):
+    with pytest.raises(RuntimeError, match="output_size values must be at most 4096"):
+        op(_PX.to(device), _PROIS.to(device), output_size, 1.0)
+
+
+def test_output_numel_overflow_gives_our_error():
+    x = torch.empty(1, 2**40, 0, 0, device="meta")
+    with pytest.raises(RuntimeError, match="output_size too large"):
+        op(x, torch.empty(2**40, 5, device="meta"), [4096, 4096], 1.0)
+
+
+@pytest.mark.parametrize("input_shape", [(1, 2, -6, 6), (-1, 2, 6, 6), (2**62, 2, 6, 6)])
+@pytest.mark.parametrize("device", ["cpu", "meta"])
+def test_backward_input_shape_checked(input_shape, device):
+    g = torch.ones(1, 2, 2, 2, dtype=torch.float64, device=device)
+    argmax = torch.zeros(g.shape, dtype=torch.int32, device=device)
+    with pytest.raises(RuntimeError, match="input_shape"):
+        torch.ops.mmops._roi_pool_backward(g, _PROIS.to(device), argmax, list(input_shape), 1.0)
+
+
+_POOL_NONFINITE = [
+    [0, 1.0, 1.0, math.nan, 4.0],
+    [0, 1.0, 1.0, 4.0, -math.inf],
+    [0, 1.0, 1.0, -math.inf, 4.0],
+    [0, math.inf, 1.0, 4.0, 4.0],
+    [0, 1.0, math.nan, 4.0, 4.0],
+]
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("deterministic", [False, True])
+def test_cuda_nonfinite_x2_y2_equal_cpu(dtype, deterministic):
+    import contextlib
+
+    x = torch.randn(1, 3, 6, 6, dtype=torch.float64).to(dtype).requires_grad_()
+    rois = torch.tensor([[0, 0.0, 0.0, 4.0, 4.0]] + _POOL_NONFINITE, dtype=torch.float64).to(dtype)
+    xc = x.detach().cuda().requires_grad_()
+    out = op(x, rois, [2, 2], 1.0)
+    (g,) = torch.autograd.grad(out.float().sum(), x)
+    with deterministic_algorithms() if deterministic else contextlib.nullcontext():
+        outc = op(xc, rois.cuda(), [2, 2], 1.0)
+        (gc,) = torch.autograd.grad(outc.float().sum(), xc)
+    assert torch.equal(outc[1:].cpu(), torch.zeros_like(out[1:]))
+    assert torch.equal(outc.cpu(), out)  # max of the same values: exact
+    torch.testing.assert_close(gc.cpu(), g, rtol=0, atol=0)
