@@ -10,8 +10,9 @@ def serve(conn, memory_limit):
     # a call that asks for an absurd allocation fails instead of swapping the machine
     resource.setrlimit(resource.RLIMIT_DATA, (memory_limit, memory_limit))
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-    import mmops  # noqa: F401
     import torch
+
+    import mmops  # noqa: F401
 
     torch.set_num_threads(1)
     conn.send("ready")

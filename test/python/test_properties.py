@@ -18,14 +18,13 @@ import math
 import multiprocessing
 import os
 
+import _op_worker
 import pytest
 import torch
 from conformance import all_cases, flat_tensors
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from torch import Tensor
-
-import _op_worker
 
 CALL_TIMEOUT_S = float(os.environ.get("MMOPS_PROPERTY_TIMEOUT", "30"))
 MEMORY_LIMIT = 8 << 30
