@@ -23,7 +23,7 @@ mkdir -p "$logs"
 
 asan_runtime="$("${CXX:-g++}" -print-file-name=libasan.so)"
 [[ "$asan_runtime" == /* ]] || { _mmops_log "no ASan runtime found ($asan_runtime)"; exit 1; }
-export ASAN_OPTIONS="detect_leaks=0:halt_on_error=1:abort_on_error=0:exitcode=66:alloc_dealloc_mismatch=0:suppressions=$MMOPS_ROOT/.ci/asan.supp"
+export ASAN_OPTIONS="detect_leaks=0:halt_on_error=1:abort_on_error=0:exitcode=66:alloc_dealloc_mismatch=0:allocator_may_return_null=1:max_allocation_size_mb=8192:suppressions=$MMOPS_ROOT/.ci/asan.supp"
 export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1:exitcode=67:suppressions=$MMOPS_ROOT/.ci/ubsan.supp"
 
 status=0

@@ -8,7 +8,9 @@ import sys
 
 def serve(conn, memory_limit):
     # a call that asks for an absurd allocation fails instead of swapping the machine
-    resource.setrlimit(resource.RLIMIT_DATA, (memory_limit, memory_limit))
+    # (under AddressSanitizer, whose shadow memory a limit would exhaust, ASAN_OPTIONS bounds it)
+    if "libasan" not in os.environ.get("LD_PRELOAD", ""):
+        resource.setrlimit(resource.RLIMIT_DATA, (memory_limit, memory_limit))
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     import torch
 

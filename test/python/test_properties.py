@@ -136,7 +136,7 @@ def _mutations(case):
             changes = {
                 "empty": lambda t: t[:0],
                 "extra_dim": lambda t: t.unsqueeze(0),
-                "fewer_dims": lambda t: t.flatten() if t.dim() > 1 else t.reshape(()),
+                "fewer_dims": lambda t: t.flatten() if t.dim() > 1 else t[0] if t.numel() else t.reshape(()),
                 "dtype": (lambda t: t.to(torch.int32)) if floating else (lambda t: t.to(torch.float16)),
             }
             if floating:
@@ -149,7 +149,20 @@ def _mutations(case):
 
 # Calls that fail today, each naming the defect it shows (the defects are known; drop a mark
 # once its fix has landed: strict=True makes the run fail as soon as the call behaves).
-KNOWN = {}
+_HUGE_OUTPUT = "a huge output_size surfaces as an allocator / storage-size error that does not name output_size"
+_HUGE_SAMPLING = "a huge sampling_ratio surfaces as a std::vector error that does not name sampling_ratio"
+KNOWN = {
+    **{
+        f"{op}-output_size[0]={v}": _HUGE_OUTPUT
+        for op in ("roi_align", "roi_pool", "multi_level_roi_align")
+        for v in (2**31, 2**32 + 1, 2**62, 2**63 - 1)
+    },
+    **{
+        f"{op}-sampling_ratio={v}": _HUGE_SAMPLING
+        for op in ("roi_align", "multi_level_roi_align")
+        for v in (2**31, 2**63 - 1)
+    },
+}
 
 
 def _mutation_params():
@@ -162,8 +175,16 @@ def _mutation_params():
     return params
 
 
-# arguments whose errors may name another argument that they are checked against
-RELATED = {"output_size": ("output_size", "pooled"), "level_start_index": ("spatial_shapes",)}
+# arguments whose errors may name another argument, the one whose expected shape they change
+_CONV_SHAPE = ("offset", "mask", "bias", "output")
+RELATED = {
+    "level_start_index": ("spatial_shapes",),
+    "stride": _CONV_SHAPE,
+    "padding": _CONV_SHAPE,
+    "dilation": _CONV_SHAPE,
+    "input": _CONV_SHAPE,
+    "weight": _CONV_SHAPE,
+}
 
 
 @pytest.mark.parametrize("op,position,name,make", _mutation_params())
@@ -176,7 +197,7 @@ def test_extreme_and_invalid_arguments(worker, op, position, name, make):
     if result[0] == "error":
         kind, message = result[1], result[2]
         assert kind in ERROR_TYPES, f"{op}: {kind}: {message}"
-        names = (name,) + RELATED.get(name, ())
+        names = (name, name.rstrip("s").replace("_", " ")) + RELATED.get(name, ())
         assert any(n in message for n in names), f"{op}: the error does not name {name}: {message}"
 
 
