@@ -23,6 +23,9 @@ mkdir -p "$logs"
 
 asan_runtime="$("${CXX:-g++}" -print-file-name=libasan.so)"
 [[ "$asan_runtime" == /* ]] || { _mmops_log "no ASan runtime found ($asan_runtime)"; exit 1; }
+# python does not link libstdc++: preloaded with the runtime, ASan's __cxa_throw
+# interceptor finds the real one (else the first C++ exception aborts).
+preload="$asan_runtime $("${CXX:-g++}" -print-file-name=libstdc++.so.6)"
 export ASAN_OPTIONS="detect_leaks=0:halt_on_error=1:abort_on_error=0:exitcode=66:alloc_dealloc_mismatch=0:allocator_may_return_null=1:max_allocation_size_mb=8192:suppressions=$MMOPS_ROOT/.ci/asan.supp"
 export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1:exitcode=67:suppressions=$MMOPS_ROOT/.ci/ubsan.supp"
 
@@ -38,7 +41,7 @@ fi
 
 start=$SECONDS
 rc=0
-LD_PRELOAD="$asan_runtime" PYTHONPATH="$MMOPS_ROOT/python" MMOPS_LIBRARY="$MMOPS_BUILD_DIR/libmmops.so" \
+LD_PRELOAD="$preload" PYTHONPATH="$MMOPS_ROOT/python" MMOPS_LIBRARY="$MMOPS_BUILD_DIR/libmmops.so" \
   "$MMOPS_PY" -m pytest "$MMOPS_ROOT/test/python" -q -rs -p no:cacheprovider \
   -m "not cuda and not slow" -k "not test_compile and not test_export" "$@" > "$logs/pytest.log" 2>&1 || rc=$?
 tail -5 "$logs/pytest.log"
