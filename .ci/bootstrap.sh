@@ -32,13 +32,14 @@ _mmops_pick_python() {
       _mmops_log "creating $venv with torch 2.14.1 + torchvision 0.29.1 (CUDA build, local wheels)"
       python3 -m venv "$venv"
       "$venv/bin/python" -m pip install -q --upgrade pip >/dev/null 2>&1 || true
-      "$venv/bin/python" -m pip install -q torch==2.14.1 torchvision==0.29.1 numpy pytest
+      "$venv/bin/python" -m pip install -q torch==2.14.1 torchvision==0.29.1 numpy pytest hypothesis
     fi
     MMOPS_PY="$venv/bin/python"
   fi
-  if ! "$MMOPS_PY" -c "import pytest, numpy" >/dev/null 2>&1; then
-    _mmops_log "installing pytest and numpy into $MMOPS_PY"
-    "$MMOPS_PY" -m pip install -q pytest numpy
+  # hypothesis: the property-based tests (test/python/test_properties.py)
+  if ! "$MMOPS_PY" -c "import pytest, numpy, hypothesis" >/dev/null 2>&1; then
+    _mmops_log "installing pytest, numpy and hypothesis into $MMOPS_PY"
+    "$MMOPS_PY" -m pip install -q pytest numpy hypothesis
   fi
   # The lint step (test/lint.sh) needs these exact versions: formatting must not
   # depend on the machine. Without a package index it is skipped, saying why.

@@ -2,7 +2,8 @@
 # For a machine with a CUDA GPU (CI has none): the checks every CUDA change needs.
 #   tests     the README's test command (the CUDA tests run instead of skipping)
 #   cuda      build, then only the C++ tests and the pytest tests marked `cuda` (quick)
-#   sanitize  compute-sanitizer memcheck on the CUDA tests, racecheck on the C++ ones
+#   sanitize  compute-sanitizer memcheck, racecheck, synccheck and initcheck on the CUDA
+#             tests (memcheck: all of them; the other tools: a subset, see the step)
 #   demo      the README's demo command
 #   bench     every benchmarks/bench_*.py on the GPU
 # Logs go to $OUT if set, else build-gpu/logs. Usage: .ci/gpu_check.sh [step]...
@@ -30,17 +31,25 @@ for step in "${steps[@]}"; do
       PYTHONPATH=python MMOPS_LIBRARY="$MMOPS_BUILD_DIR/libmmops.so" python3 -m pytest -q -rs \
         test/python -m cuda -p no:cacheprovider > "$LOGS/pytest_cuda.log" 2>&1
       echo "pytest cuda rc=$?"; grep -E "passed|failed|Error|assert" "$LOGS/pytest_cuda.log" | tail -25 ;;
-    sanitize)
-      san="compute-sanitizer --tool memcheck --error-exitcode 9 --print-limit 20"
-      $san "$MMOPS_BUILD_DIR/test/mmops_cpp_tests" --gtest_filter='*Cuda*' > "$LOGS/sanitize_gtest.log" 2>&1
-      echo "memcheck gtest rc=$?"; tail -4 "$LOGS/sanitize_gtest.log"
-      PYTHONPATH=python MMOPS_LIBRARY="$MMOPS_BUILD_DIR/libmmops.so" $san python3 -m pytest -q -x \
-        test/python -m "cuda and not slow" -p no:cacheprovider > "$LOGS/sanitize_pytest.log" 2>&1
-      echo "memcheck pytest rc=$?"; tail -4 "$LOGS/sanitize_pytest.log"
-      for tool in racecheck; do
-        compute-sanitizer --tool $tool --error-exitcode 9 "$MMOPS_BUILD_DIR/test/mmops_cpp_tests" \
-          --gtest_filter='*Cuda*' > "$LOGS/sanitize_$tool.log" 2>&1
-        echo "$tool gtest rc=$?"; tail -2 "$LOGS/sanitize_$tool.log"
+    sanitize)  # compute-sanitizer, every tool, over the CUDA tests (build first: the cuda step)
+      [ -x "$MMOPS_BUILD_DIR/test/mmops_cpp_tests" ] || { source .ci/bootstrap.sh && mmops_setup && mmops_build; } \
+        > "$LOGS/build.log" 2>&1
+      export PYTHONPATH=python MMOPS_LIBRARY="$MMOPS_BUILD_DIR/libmmops.so"
+      # memcheck: every CUDA gtest and every pytest test marked cuda (slow ones left out).
+      # racecheck, synccheck, initcheck are 10-100x slower: the CUDA gtests, and of pytest
+      # the conformance CUDA == CPU tests in float32 plus the property tests' CUDA == CPU.
+      subset=(-k "float32 or drawn_inputs")  # a keyword filter on top of -m
+      for tool in memcheck racecheck synccheck initcheck; do
+        san=(compute-sanitizer --tool "$tool" --error-exitcode 9 --print-limit 20)
+        [ "$tool" = initcheck ] && san+=(--track-unused-memory no)
+        [ "$tool" = memcheck ] && san+=(--leak-check no)
+        "${san[@]}" "$MMOPS_BUILD_DIR/test/mmops_cpp_tests" --gtest_filter='*Cuda*' \
+          > "$LOGS/sanitize_${tool}_gtest.log" 2>&1
+        echo "$tool gtest rc=$?"; tail -3 "$LOGS/sanitize_${tool}_gtest.log"
+        keywords=("${subset[@]}"); [ "$tool" = memcheck ] && keywords=()
+        "${san[@]}" python3 -m pytest -q test/python -m "cuda and not slow" "${keywords[@]}" -p no:cacheprovider \
+          > "$LOGS/sanitize_${tool}_pytest.log" 2>&1
+        echo "$tool pytest rc=$?"; tail -3 "$LOGS/sanitize_${tool}_pytest.log"
       done ;;
     demo)
       ./examples/run_demo.sh > "$LOGS/demo.log" 2>&1; echo "demo rc=$?"; tail -15 "$LOGS/demo.log" ;;

@@ -98,4 +98,11 @@ if(MMOPS_CUDA_ENABLED)
   unset(CMAKE_CUDA_ARCHITECTURES)
 endif()
 
+# A CUDA torch's CMake config looks for the toolkit even when mmops builds no
+# CUDA code (MMOPS_WITH_CUDA=OFF, e.g. the sanitizer build): point it there.
+if(NOT MMOPS_CUDA_ENABLED AND _mmops_torch_has_cuda AND MMOPS_NVCC AND NOT CUDA_TOOLKIT_ROOT_DIR)
+  get_filename_component(_mmops_cuda_root "${MMOPS_NVCC}/../.." ABSOLUTE)
+  set(CUDA_TOOLKIT_ROOT_DIR "${_mmops_cuda_root}" CACHE PATH "CUDA toolkit")
+endif()
+
 find_package(Torch REQUIRED)
