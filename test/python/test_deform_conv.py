@@ -1139,7 +1139,8 @@ def test_cuda_nonfinite_mask_matches_cpu(bad, dtype):
     offset[1, 2 * 10 : 2 * 10 + 2, 0, 0] = -20.0  # that sample outside: NaN
     tensors = [x, offset, mask, weight, bias]
     exp, exp_grads = value_and_grads(lambda *t: call(*t, **kw), tensors)
-    out, grads = value_and_grads(lambda *t: call(*t, **kw), [t.cuda() for t in tensors])
+    with torch.backends.cudnn.flags(enabled=True, allow_tf32=False):  # full float32 products, as on the CPU
+        out, grads = value_and_grads(lambda *t: call(*t, **kw), [t.cuda() for t in tensors])
     assert not torch.isfinite(exp).all()
     tol = dict(rtol=1e-4, atol=1e-4) if dtype == torch.float32 else {}
     torch.testing.assert_close(out.cpu(), exp, equal_nan=True, **tol)
