@@ -5,6 +5,7 @@
 // bbox_overlaps_autograd.cpp.
 
 #include "bbox_overlaps/bbox_overlaps_ops.h"
+#include "common/autocast.h"
 #include "common/dispatch.h"
 
 #include <mmops/bbox_overlaps.h>
@@ -55,3 +56,4 @@ at::Tensor bbox_overlaps(const at::Tensor& bboxes1, const at::Tensor& bboxes2, c
   m.impl("_bbox_overlaps_backward", &bbox_overlaps_backward_entry<kernels::bbox_overlaps_backward_##device>);
 
 MMOPS_REGISTER_DEVICE_ENTRIES(MMOPS_BBOX_OVERLAPS_ENTRIES)
+MMOPS_REGISTER_AUTOCAST(kDataDtype, "bbox_overlaps")

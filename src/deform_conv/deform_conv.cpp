@@ -4,6 +4,7 @@
 // validation is in deform_conv_checks.cpp, the meta (shape) functions in
 // deform_conv_meta.cpp and autograd in deform_conv_autograd.cpp.
 
+#include "common/autocast.h"
 #include "common/dispatch.h"
 #include "deform_conv/deform_conv_ops.h"
 
@@ -101,3 +102,4 @@ at::Tensor modulated_deform_conv2d(const at::Tensor& input, const at::Tensor& of
   m.impl("_deform_conv2d_backward", &backward_entry<kernels::deform_conv2d_backward_##device>);
 
 MMOPS_REGISTER_DEVICE_ENTRIES(MMOPS_DEFORM_CONV_ENTRIES)
+MMOPS_REGISTER_AUTOCAST(kDataDtype, "deform_conv2d", "modulated_deform_conv2d")

@@ -5,6 +5,7 @@
 
 #include "focal_loss/focal_loss_ops.h"
 
+#include "common/autocast.h"
 #include "common/dispatch.h"
 #include "common/index_policy.h"
 
@@ -95,3 +96,4 @@ at::Tensor softmax_focal_loss(const at::Tensor& input, const at::Tensor& target,
   m.impl("_softmax_focal_loss_backward", &backward_entry<FocalKind::Softmax, kernels::focal_loss_backward_##device>);
 
 MMOPS_REGISTER_DEVICE_ENTRIES(MMOPS_FOCAL_LOSS_ENTRIES)
+MMOPS_REGISTER_AUTOCAST(kFloat32, "sigmoid_focal_loss", "softmax_focal_loss")

@@ -4,6 +4,7 @@
 // kernels/ms_deform_attn, the meta (shape) functions in ms_deform_attn_meta.cpp
 // and autograd in ms_deform_attn_autograd.cpp.
 
+#include "common/autocast.h"
 #include "common/dispatch.h"
 #include "common/index_policy.h"
 #include "ms_deform_attn/ms_deform_attn_ops.h"
@@ -72,3 +73,4 @@ at::Tensor ms_deform_attn(const at::Tensor& value, const at::Tensor& spatial_sha
   m.impl("_ms_deform_attn_backward", &backward_entry<kernels::ms_deform_attn_backward_##device>);
 
 MMOPS_REGISTER_DEVICE_ENTRIES(MMOPS_MS_DEFORM_ATTN_ENTRIES)
+MMOPS_REGISTER_AUTOCAST(kDataDtype, "ms_deform_attn")

@@ -7,6 +7,7 @@
 // validate through the validation-only schemas below, which run the checks of
 // the CPU/CUDA entries, so fake tensors raise the errors of eager mode.
 
+#include "common/autocast.h"
 #include "common/dispatch.h"
 #include "nms/nms_ops.h"
 
@@ -93,3 +94,4 @@ TORCH_LIBRARY_IMPL(mmops, CompositeExplicitAutograd, m) {
   m.impl("_batched_nms_check", &mmops::detail::check_batched_nms);
   m.impl("_soft_nms_check", &mmops::soft_nms_check);
 }
+MMOPS_REGISTER_AUTOCAST(kDataDtype, "nms", "batched_nms", "soft_nms")

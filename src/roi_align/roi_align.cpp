@@ -4,6 +4,7 @@
 // one-level case); the meta (shape) functions are in roi_align_meta.cpp and
 // autograd in roi_align_autograd.cpp.
 
+#include "common/autocast.h"
 #include "common/check_utils.h"
 #include "common/dispatch.h"
 #include "common/roi_checks.h"
@@ -160,3 +161,4 @@ at::Tensor multi_level_roi_align(at::TensorList features, const at::Tensor& rois
   m.impl("_multi_level_roi_align_backward", &multi_level_backward_entry<kernels::roi_align_backward_##device>);
 
 MMOPS_REGISTER_DEVICE_ENTRIES(MMOPS_ROI_ALIGN_ENTRIES)
+MMOPS_REGISTER_AUTOCAST(kDataDtype, "roi_align", "multi_level_roi_align")

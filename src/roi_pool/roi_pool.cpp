@@ -5,6 +5,7 @@
 
 #include "roi_pool/roi_pool_ops.h"
 
+#include "common/autocast.h"
 #include "common/check_utils.h"
 #include "common/dispatch.h"
 #include "common/roi_checks.h"
@@ -81,3 +82,4 @@ at::Tensor roi_pool(const at::Tensor& input, const at::Tensor& rois, at::IntArra
   m.impl("_roi_pool_backward", &backward_entry<kernels::roi_pool_backward_##device>);
 
 MMOPS_REGISTER_DEVICE_ENTRIES(MMOPS_ROI_POOL_ENTRIES)
+MMOPS_REGISTER_AUTOCAST(kDataDtype, "roi_pool")
