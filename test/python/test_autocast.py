@@ -139,7 +139,11 @@ def test_gradients_flow_through_the_casts(device, low):
                 assert a.grad is None, name
                 continue
             assert a.grad.dtype == a.dtype, name
-            assert torch.equal(a.grad, b.grad.to(a.dtype)), name
+            if device == "cpu":  # CPU backward passes are deterministic
+                assert torch.equal(a.grad, b.grad.to(a.dtype)), name
+            else:  # CUDA backward passes accumulate with atomics, in any order
+                one_ulp = torch.finfo(low).eps
+                torch.testing.assert_close(a.grad.float(), b.grad, rtol=one_ulp, atol=1e-4, msg=name)
 
 
 @pytest.mark.parametrize("device,low", DEVICES)
