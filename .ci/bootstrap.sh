@@ -20,6 +20,24 @@ _mmops_as_root() {
   if [ "$(id -u)" -eq 0 ]; then "$@"; elif command -v sudo >/dev/null; then sudo "$@"; else return 1; fi
 }
 
+# The ONNX tests (onnx, onnxruntime, onnxscript for the dynamo exporter) and the mmdet
+# tests of the mmcv.ops bridge (mmdet 3.3 needs mmcv < 2.2: mmcv-lite 2.1.0). mmengine
+# and mmcv-lite require opencv-python, whose GUI build needs libGL: they are installed
+# without dependencies, their dependencies with the headless OpenCV in its place.
+# Without a package index the tests that need them skip, saying why.
+MMOPS_TEST_EXTRAS=(onnx onnxruntime onnxscript opencv-python-headless addict matplotlib pyyaml rich
+  termcolor yapf packaging Pillow pycocotools scipy shapely six terminaltables tqdm)
+MMOPS_OPENMMLAB=(mmengine==0.10.7 mmcv-lite==2.1.0 mmdet==3.3.0)
+
+_mmops_install_test_extras() {
+  if ! "$MMOPS_PY" -c "import onnx, onnxruntime, onnxscript, cv2, mmengine, mmcv, mmdet" >/dev/null 2>&1; then
+    _mmops_log "installing the ONNX and mmdet test packages into $MMOPS_PY"
+    { "$MMOPS_PY" -m pip install -q "${MMOPS_TEST_EXTRAS[@]}" \
+        && "$MMOPS_PY" -m pip install -q --no-deps "${MMOPS_OPENMMLAB[@]}"; } \
+      || _mmops_log "could not install the ONNX / mmdet test packages; their tests will skip"
+  fi
+}
+
 _mmops_pick_python() {
   if [ -n "${MMOPS_PYTHON:-}" ]; then
     MMOPS_PY="$MMOPS_PYTHON"
@@ -41,6 +59,7 @@ _mmops_pick_python() {
     _mmops_log "installing pytest, numpy and hypothesis into $MMOPS_PY"
     "$MMOPS_PY" -m pip install -q pytest numpy hypothesis
   fi
+  _mmops_install_test_extras
   # The lint step (test/lint.sh) needs these exact versions: formatting must not
   # depend on the machine. Without a package index it is skipped, saying why.
   local bin
