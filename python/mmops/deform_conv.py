@@ -7,6 +7,7 @@ and initialisation, call the functional wrappers and are TorchScript-scriptable.
 """
 
 import math
+import warnings
 from typing import List, Optional, Tuple, Union
 
 import torch
@@ -66,6 +67,43 @@ def modulated_deform_conv2d(
     return torch.ops.mmops.modulated_deform_conv2d(
         input, offset, mask, weight, bias, stride_hw, padding_hw, dilation_hw, int(groups), int(deform_groups)
     )
+
+
+def _output_hw(x: Tensor, weight: Tensor, stride: List[int], padding: List[int], dilation: List[int]) -> List[int]:
+    """The convolution's output [H_out, W_out] (the op checks that it is positive)."""
+    out: List[int] = []
+    for d in range(2):
+        extent = dilation[d] * (weight.shape[2 + d] - 1) + 1
+        out.append((x.shape[2 + d] + 2 * padding[d] - extent) // stride[d] + 1)
+    return out
+
+
+def _leading_block(t: Tensor, channels: int, out_hw: List[int]) -> Tensor:
+    """mmcv's reading of an offset / mask buffer larger than the output (DyHead passes
+    one computed on a larger level): each image's buffer, flattened, is read from its
+    start as [channels, H_out, W_out]. A buffer of the exact size (or a smaller one,
+    which the op rejects) is returned as it is."""
+    h_out, w_out = out_hw[0], out_hw[1]
+    if t.dim() != 4 or (t.shape[2] == h_out and t.shape[3] == w_out):
+        return t
+    needed = channels * h_out * w_out
+    per_image = t.shape[1] * t.shape[2] * t.shape[3]
+    if h_out <= 0 or w_out <= 0 or per_image < needed:
+        return t
+    flat = t.contiguous().reshape(t.shape[0], per_image)
+    return flat[:, :needed].reshape(t.shape[0], channels, h_out, w_out)
+
+
+def _deform_groups_alias(cls: str, deform_groups: int, deformable_groups: Optional[int]) -> int:
+    """mmcv's modules still take the old name `deformable_groups=` (with a warning)."""
+    if deformable_groups is None:
+        return deform_groups
+    if deform_groups != 1 and deform_groups != deformable_groups:
+        raise ValueError(
+            f"{cls}: deform_groups={deform_groups} and its old name deformable_groups={deformable_groups} disagree"
+        )
+    warnings.warn(f"{cls}: deformable_groups is deprecated, use deform_groups", DeprecationWarning, stacklevel=3)
+    return deformable_groups
 
 
 def _check_channels(cls: str, in_channels: int, out_channels: int, groups: int, deform_groups: int) -> None:
@@ -152,8 +190,10 @@ class DeformConv2d(nn.Module):
         deform_groups: int = 1,
         bias: bool = False,
         im2col_step: int = 32,
+        deformable_groups: Optional[int] = None,
     ) -> None:
         super().__init__()
+        deform_groups = _deform_groups_alias(type(self).__name__, deform_groups, deformable_groups)
         if bias:
             raise ValueError(f"DeformConv2d: bias={bias} is not supported (as in mmcv)")
         _init_conv_geometry(
@@ -221,7 +261,10 @@ class ModulatedDeformConv2d(nn.Module):
     """mmcv.ops.ModulatedDeformConv2d: modulated deformable convolution (DCNv2).
 
     forward(x, offset [N, 2 * deform_groups * kh * kw, H_out, W_out],
-    mask [N, deform_groups * kh * kw, H_out, W_out]). Initialised as mmcv:
+    mask [N, deform_groups * kh * kw, H_out, W_out]). As mmcv's, it also takes
+    an offset / mask larger than the output, of which it reads the leading
+    [C, H_out, W_out] block of each image's flattened buffer (DyHead relies on
+    it). Initialised as mmcv:
     weight uniform in +-1/sqrt(in_channels * kh * kw), bias zero. As in mmcv,
     the op runs in offset's dtype (x, mask, weight and bias are cast to it).
     """
@@ -237,8 +280,10 @@ class ModulatedDeformConv2d(nn.Module):
         groups: int = 1,
         deform_groups: int = 1,
         bias: Union[bool, str] = True,
+        deformable_groups: Optional[int] = None,
     ) -> None:
         super().__init__()
+        deform_groups = _deform_groups_alias(type(self).__name__, deform_groups, deformable_groups)
         _init_conv_geometry(
             self, in_channels, out_channels, kernel_size, stride, padding, dilation, groups, deform_groups
         )
@@ -259,10 +304,12 @@ class ModulatedDeformConv2d(nn.Module):
     def _deform(self, x: Tensor, offset: Tensor, mask: Tensor) -> Tensor:
         dtype = offset.dtype
         bias = self.bias
+        out_hw = _output_hw(x, self.weight, list(self.stride), list(self.padding), list(self.dilation))
+        taps = self.deform_groups * self.kernel_size[0] * self.kernel_size[1]
         return modulated_deform_conv2d(
             x.to(dtype),
-            offset,
-            mask.to(dtype),
+            _leading_block(offset, 2 * taps, out_hw),
+            _leading_block(mask, taps, out_hw).to(dtype),
             self.weight.to(dtype),
             bias.to(dtype) if bias is not None else None,
             self.stride,

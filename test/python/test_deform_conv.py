@@ -842,6 +842,43 @@ def test_pack_legacy_state_dict_keys():
     d.load_state_dict(mmops.DeformConv2dPack(4, 6, 3).state_dict())  # current names load as they are
 
 
+@pytest.mark.parametrize("cls", [mmops.DeformConv2d, mmops.ModulatedDeformConv2d, mmops.DeformConv2dPack])
+def test_deformable_groups_is_mmcvs_old_name(cls):
+    torch.manual_seed(0)
+    with pytest.warns(DeprecationWarning, match="deformable_groups"):
+        old = cls(4, 4, 3, padding=1, deformable_groups=2)
+    assert old.deform_groups == 2
+    new = cls(4, 4, 3, padding=1, deform_groups=2)
+    assert old.state_dict().keys() == new.state_dict().keys()
+    with pytest.raises(ValueError, match="disagree"):
+        cls(4, 4, 3, deform_groups=4, deformable_groups=2)
+
+
+def test_modulated_module_reads_leading_block_of_larger_offset():
+    """DyHead gives ModulatedDeformConv2d the offset and mask of a larger level; mmcv reads
+    each image's flattened buffer from its start as [C, H_out, W_out]."""
+    torch.manual_seed(0)
+    conv = mmops.ModulatedDeformConv2d(4, 6, 3, stride=1, padding=1).double()
+    x = torch.randn(2, 4, 5, 6, dtype=torch.double)  # output 5 x 6
+    big = torch.randn(2, 27, 9, 11, dtype=torch.double, requires_grad=True)  # a larger level's
+    offset_buf, mask_buf = big[:, :18], big[:, 18:].sigmoid()  # DyHead's slices (non-contiguous)
+    exact_offset = offset_buf.contiguous().view(2, -1)[:, : 18 * 30].view(2, 18, 5, 6)
+    exact_mask = mask_buf.reshape(2, -1)[:, : 9 * 30].reshape(2, 9, 5, 6)
+    # the exact block, built by hand element by element for image 1, channel 3
+    flat = offset_buf[1].contiguous().flatten()
+    assert torch.equal(exact_offset[1, 3], flat[3 * 30 : 4 * 30].view(5, 6))
+    got = conv(x, offset_buf, mask_buf)
+    expected = conv(x, exact_offset.detach(), exact_mask.detach())
+    torch.testing.assert_close(got, expected, rtol=0, atol=0)
+    got.sum().backward()
+    grad = big.grad
+    # the part of the buffer past the leading block gets no gradient
+    assert torch.count_nonzero(grad[:, :18].reshape(2, -1)[:, 18 * 30 :]) == 0
+    assert torch.count_nonzero(grad[:, :18].reshape(2, -1)[:, : 18 * 30]) > 0
+    with pytest.raises(RuntimeError, match="offset"):  # smaller than the output: an error
+        conv(x, offset_buf[:, :, :2, :2], mask_buf[:, :, :2, :2])
+
+
 def test_autocast_modules_run_in_offset_dtype():
     torch.manual_seed(15)
     m = mmops.ModulatedDeformConv2dPack(8, 8, 3, padding=1)
