@@ -577,3 +577,24 @@ def test_launcher_runs_a_script_with_the_bridge(tmp_path):
     )
     assert result.returncode == 0, result.stderr
     assert "ok mmops" in result.stdout and "['--flag']" in result.stdout
+
+
+def test_deform_offsets_of_a_larger_map_read_as_mmcv():
+    # mmcv's kernels read sample b's offsets as the first values of offset[b]
+    # (mmdet's DyHead passes a finer level's offsets to a coarser level's conv)
+    torch.manual_seed(0)
+    x = torch.randn(2, 4, 4, 5, dtype=torch.float64)
+    weight = torch.randn(3, 4, 3, 3, dtype=torch.float64)
+    offset = torch.randn(2, 18, 8, 10, dtype=torch.float64)
+    mask = torch.rand(2, 9, 8, 10, dtype=torch.float64)
+    head = offset.reshape(2, -1)[:, : 18 * 20].reshape(2, 18, 4, 5)
+    mask_head = mask.reshape(2, -1)[:, : 9 * 20].reshape(2, 9, 4, 5)
+    torch.testing.assert_close(
+        ops.modulated_deform_conv2d(x, offset, mask, weight, None, 1, 1, 1, 1, 1),
+        mmops.modulated_deform_conv2d(x, head, mask_head, weight, None, 1, 1, 1, 1, 1),
+    )
+    torch.testing.assert_close(
+        ops.deform_conv2d(x, offset, weight, 1, 1, 1, 1, 1), mmops.deform_conv2d(x, head, weight, None, 1, 1, 1, 1, 1)
+    )
+    with pytest.raises(RuntimeError, match="offset"):  # too small: mmops's check
+        ops.deform_conv2d(x, offset[:, :, :2, :2], weight, 1, 1, 1, 1, 1)

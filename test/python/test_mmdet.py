@@ -19,6 +19,7 @@ mmdet = pytest.importorskip("mmdet", reason="mmdet is not installed (.ci/bootstr
 pytest.importorskip("mmcv.ops", reason="mmcv-lite is not installed")
 
 from mmengine.config import Config, ConfigDict  # noqa: E402
+from mmengine.logging import MessageHub  # noqa: E402
 from mmengine.structures import InstanceData  # noqa: E402
 
 H, W = 128, 160
@@ -45,7 +46,7 @@ CASES = {
     "guided_anchoring": ("guided_anchoring/ga-faster-rcnn_r50_fpn_1x_coco.py", False),
     "carafe": ("carafe/faster-rcnn_r50_fpn-carafe_1x_coco.py", False),
     "dpool": ("dcn/faster-rcnn_r50_fpn_dpool_1x_coco.py", False),
-    "mdpool": ("dcn/faster-rcnn_r50_fpn_mdpool_1x_coco.py", False),
+    "mdpool": ("dcnv2/faster-rcnn_r50_fpn_mdpool_1x_coco.py", False),
     "pisa": ("pisa/faster-rcnn_r50_fpn_pisa_1x_coco.py", False),
 }
 
@@ -67,7 +68,16 @@ def _shrink(cfg, parent_type: str = ""):
     if not isinstance(cfg, dict):
         return cfg
     out = {k: _shrink(v, str(cfg.get("type", parent_type))) for k, v in cfg.items()}
-    for key, cap in (("nms_pre", 200), ("max_per_img", 100), ("num_layers", 1), ("num_queries", 100)):
+    for key, cap in (
+        ("nms_pre", 200),
+        ("max_per_img", 100),
+        ("num_layers", 1),
+        ("num_queries", 100),
+        ("stack_times", 1),
+        ("subdivision_steps", 1),
+        ("subdivision_num_points", 196),
+        ("num_points", 196),
+    ):
         if isinstance(out.get(key), int):
             out[key] = min(out[key], cap)
     if "Sampler" in str(out.get("type", "")) and isinstance(out.get("num"), int):
@@ -79,6 +89,8 @@ def _thin_backbone(model_cfg: dict) -> None:
     """A ResNet with a quarter of the channels (base_channels 16): same blocks,
     same DCN / SAC stages, 16x fewer FLOPs; the necks' in_channels follow."""
     backbone = model_cfg.get("backbone", {})
+    if backbone.get("norm_eval"):  # random init: BN in eval mode would not normalise (SAC's activations overflow)
+        backbone["norm_eval"] = False
     if "ResNet" not in str(backbone.get("type", "")) or "base_channels" in backbone:
         return
     backbone["base_channels"] = 16
@@ -136,6 +148,7 @@ def test_mmdet_config_trains_and_predicts(name):
     try:
         model = _build(config)
         model.train()
+        MessageHub.get_current_instance().update_info("epoch", 0)  # set by the runner (TOOD reads it)
         data = dict(inputs=[image], data_samples=[_sample(with_masks)])
         batch = model.data_preprocessor(data, True)
         loss, _ = model.parse_losses(model(**batch, mode="loss"))
