@@ -598,3 +598,44 @@ def test_deform_offsets_of_a_larger_map_read_as_mmcv():
     )
     with pytest.raises(RuntimeError, match="offset"):  # too small: mmops's check
         ops.deform_conv2d(x, offset[:, :, :2, :2], weight, 1, 1, 1, 1, 1)
+
+
+def test_empty_inputs_forward_and_backward():
+    x = torch.randn(1, 2, 6, 6, requires_grad=True)
+    out = ops.roi_align(x, torch.zeros(0, 5), 2, 1.0, 2)
+    out.sum().backward()
+    assert out.shape == (0, 2, 2, 2) and x.grad.abs().sum() == 0
+    dets, inds = ops.nms(np.zeros((0, 4), np.float32), np.zeros(0, np.float32), 0.5)
+    assert dets.shape == (0, 5) and inds.shape == (0,)
+    # class-agnostic only: mmcv's class-aware batched_nms takes boxes.max() of no boxes and raises (kept as mmcv)
+    empty = (torch.zeros(0, 4), torch.zeros(0), torch.zeros(0, dtype=torch.long))
+    dets, keep = ops.batched_nms(*empty, dict(iou_threshold=0.5), class_agnostic=True)
+    assert dets.shape == (0, 5) and keep.numel() == 0
+    loss = ops.sigmoid_focal_loss(
+        torch.zeros(0, 3, requires_grad=True), torch.zeros(0, dtype=torch.long), 2.0, 0.25, None, "sum"
+    )
+    loss.backward()
+    assert loss.item() == 0
+
+
+@pytest.mark.cuda
+def test_cuda_entry_points_match_cpu():
+    torch.manual_seed(0)
+    x = torch.randn(2, 3, 10, 12, dtype=torch.float64)
+    rois = torch.tensor([[0, 1.0, 1.5, 8.0, 7.0], [1, 0.0, 2.0, 11.0, 9.5]], dtype=torch.float64)
+    torch.testing.assert_close(ops.RoIAlign(3, 0.5, 2)(x.cuda(), rois.cuda()).cpu(), ops.RoIAlign(3, 0.5, 2)(x, rois))
+    value, shapes, start, loc, weights = _msda_inputs()
+    from mmcv.ops.multi_scale_deform_attn import MultiScaleDeformableAttnFunction
+
+    torch.testing.assert_close(
+        MultiScaleDeformableAttnFunction.apply(
+            value.cuda(), shapes.cuda(), start.cuda(), loc.cuda(), weights.cuda(), 64
+        ).cpu(),
+        MultiScaleDeformableAttnFunction.apply(value, shapes, start, loc, weights, 64),
+    )
+    dcn = ops.ModulatedDeformConv2dPack(4, 6, 3, padding=1).double()
+    xin = torch.randn(1, 4, 7, 7, dtype=torch.float64)
+    torch.testing.assert_close(dcn.cuda()(xin.cuda()).cpu(), dcn.cpu()(xin))
+    b = torch.from_numpy(BOXES)
+    s = torch.from_numpy(SCORES)
+    assert ops.nms(b.cuda(), s.cuda(), 0.6)[1].cpu().tolist() == ops.nms(b, s, 0.6)[1].tolist()
