@@ -140,6 +140,7 @@ def _skip_if_unserved(error: NotImplementedError) -> None:
     raise error
 
 
+@pytest.mark.slow  # 5 to 40 s a case on a shared 2-core machine
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_mmdet_config_trains_and_predicts(name):
     config, with_masks = CASES[name]
