@@ -639,3 +639,51 @@ def test_cuda_entry_points_match_cpu():
     b = torch.from_numpy(BOXES)
     s = torch.from_numpy(SCORES)
     assert ops.nms(b.cuda(), s.cuda(), 0.6)[1].cpu().tolist() == ops.nms(b, s, 0.6)[1].tolist()
+
+
+def _sync_bn_worker(rank: int, store: str, stats_mode: str) -> None:
+    """One of two processes: rank 0 has 2 samples, rank 1 has 1 (the modes differ then)."""
+    import torch.distributed as dist
+
+    dist.init_process_group("gloo", init_method=f"file://{store}", rank=rank, world_size=2)
+    try:
+        torch.manual_seed(0)
+        xs = [torch.randn(2, 3, 4, 5, dtype=torch.float64) * 2 + 1, torch.randn(1, 3, 4, 5, dtype=torch.float64) - 3]
+        gs = [torch.randn_like(x) for x in xs]
+        sync = ops.SyncBatchNorm(3, stats_mode=stats_mode).double()
+        with torch.no_grad():
+            sync.weight.copy_(torch.tensor([0.5, 1.0, 2.0]))
+            sync.bias.copy_(torch.tensor([0.1, -0.2, 0.3]))
+        x = xs[rank].clone().requires_grad_(True)
+        out = sync(x)
+        out.backward(gs[rank])
+        # mmcv's formulas, written out: per-process means combined equally ("default") or by batch size ("N")
+        n = [t.size(0) for t in xs]
+        share = [0.5, 0.5] if stats_mode == "default" else [k / sum(n) for k in n]
+        mean = sum(s * t.mean(dim=(0, 2, 3)) for s, t in zip(share, xs))
+        var = sum(s * ((t - mean[:, None, None]) ** 2).mean(dim=(0, 2, 3)) for s, t in zip(share, xs))
+        std = torch.sqrt(var + 1e-5)
+        norm = (xs[rank] - mean[:, None, None]) / std[:, None, None]
+        w, b = sync.weight.detach(), sync.bias.detach()
+        torch.testing.assert_close(out, norm * w[:, None, None] + b[:, None, None])
+        count = n[rank] * 20 * 2
+        torch.testing.assert_close(sync.running_mean, 0.1 * mean)
+        torch.testing.assert_close(sync.running_var, 0.9 + 0.1 * var * count / (count - 1))
+        norms = [(t - mean[:, None, None]) / std[:, None, None] for t in xs]
+        gw = sum((g * m).sum(dim=(0, 2, 3)) for g, m in zip(gs, norms)) / 2
+        gb = sum(g.sum(dim=(0, 2, 3)) for g in gs) / 2
+        torch.testing.assert_close(sync.weight.grad, gw)
+        torch.testing.assert_close(sync.bias.grad, gb)
+        factor = n[rank] * 20
+        expected = (w / std)[:, None, None] * (gs[rank] - (gw[:, None, None] * norm + gb[:, None, None]) / factor)
+        torch.testing.assert_close(x.grad, expected)
+    finally:
+        dist.destroy_process_group()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("stats_mode", ["default", "N"])
+def test_mmsyncbn_two_processes_follow_mmcv(tmp_path, stats_mode):
+    import torch.multiprocessing as mp
+
+    mp.spawn(_sync_bn_worker, args=(str(tmp_path / "store"), stats_mode), nprocs=2, join=True)
