@@ -687,3 +687,25 @@ def test_mmsyncbn_two_processes_follow_mmcv(tmp_path, stats_mode):
     import torch.multiprocessing as mp
 
     mp.spawn(_sync_bn_worker, args=(str(tmp_path / "store"), stats_mode), nprocs=2, join=True)
+
+
+def test_import_mmops_alone_leaves_mmcv_alone():
+    code = "import sys, mmops; print('mmops.mmcv_ops' in sys.modules, 'mmcv' in sys.modules)"
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ["False", "False"]
+
+
+def test_uninstall_restores_mmcv_and_install_reroutes():
+    roi_align_module = sys.modules["mmcv.ops.roi_align"]
+
+    routed = roi_align_module.roi_align
+    mmops.mmcv_ops.uninstall()
+    try:
+        assert not mmops.mmcv_ops.is_installed()
+        assert roi_align_module.roi_align is not routed
+        assert getattr(roi_align_module.roi_align, "__name__", "") == "apply"  # mmcv's Function.apply again
+    finally:
+        mmops.mmcv_ops.install()
+    assert mmops.mmcv_ops.is_installed() and roi_align_module.roi_align is routed
