@@ -33,7 +33,11 @@ def strict_index_check() -> bool:
 
 __all__ = ["__version__", "library_path", "set_strict_index_check", "strict_index_check"]
 
-for _family in sorted(m.name for m in pkgutil.iter_modules(__path__) if not m.name.startswith("_")):
+# mmcv_ops (the mmcv.ops bridge) is opt-in: `import mmops.mmcv_ops` enables it.
+_OPT_IN = ("mmcv_ops",)
+for _family in sorted(
+    m.name for m in pkgutil.iter_modules(__path__) if not m.name.startswith("_") and m.name not in _OPT_IN
+):
     _module = importlib.import_module(f".{_family}", __name__)
     for _name in _module.__all__:
         globals()[_name] = getattr(_module, _name)

@@ -1,0 +1,219 @@
+"""mmops-backed replacements for mmcv's autograd Functions, with mmcv's calling
+conventions (argument order, defaults, dtype casts). Each one stands in for
+``<mmcv Function>.apply``: forward and backward are mmops's C++ kernels and
+autograd. Ops still being added to mmops are resolved by name at call time.
+"""
+
+import warnings
+from typing import Any, Optional
+
+import torch
+from torch import Tensor
+
+from .._utils import pair
+from ._ext import mmops_attr
+
+
+def roi_align(
+    input: Tensor,
+    rois: Tensor,
+    output_size: Any,
+    spatial_scale: float = 1.0,
+    sampling_ratio: int = 0,
+    pool_mode: str = "avg",
+    aligned: bool = True,
+) -> Tensor:
+    # mmcv: any sampling_ratio <= 0 is adaptive (ceil(roi size / bins)); mmops: 0
+    return torch.ops.mmops.roi_align(
+        input, rois, pair(output_size), float(spatial_scale), max(int(sampling_ratio), 0), pool_mode, bool(aligned)
+    )
+
+
+def roi_pool(input: Tensor, rois: Tensor, output_size: Any, spatial_scale: float = 1.0) -> Tensor:
+    return torch.ops.mmops.roi_pool(input, rois, pair(output_size), float(spatial_scale))
+
+
+def _check_4d(input: Optional[Tensor]) -> None:
+    if input is not None and input.dim() != 4:
+        raise ValueError(f"Expected 4D tensor as input, got {input.dim()}D tensor instead.")
+
+
+def _as_mmcv_reads(t: Tensor, input: Tensor, weight: Tensor, stride, padding, dilation, maps: int) -> Tensor:
+    """mmcv's kernels read offset / mask of sample b as the first maps * H_out *
+    W_out values of t[b], whatever t's spatial size: mmdet's DyHead passes a
+    larger level's offsets to a convolution of a smaller level and relies on it.
+    A tensor of the expected shape, or one too small, is returned unchanged."""
+    h_out, w_out = (
+        (size + 2 * p - (d * (k - 1) + 1)) // s + 1
+        for size, p, d, k, s in zip(input.shape[2:], pair(padding), pair(dilation), weight.shape[2:], pair(stride))
+    )
+    n, need = input.size(0), maps * h_out * w_out
+    if t.dim() != 4 or t.shape[2:] == (h_out, w_out) or t.size(0) != n or t[0].numel() < need:
+        return t
+    return t.reshape(n, -1)[:, :need].reshape(n, maps, h_out, w_out)
+
+
+def deform_conv2d(
+    input: Tensor,
+    offset: Tensor,
+    weight: Tensor,
+    stride: Any = 1,
+    padding: Any = 0,
+    dilation: Any = 1,
+    groups: int = 1,
+    deform_groups: int = 1,
+    bias: bool = False,
+    im2col_step: int = 32,
+) -> Tensor:
+    """mmcv's order (bias is the flag False, ninth); im2col_step is accepted and
+    unused (mmops chunks the batch by memory)."""
+    _check_4d(input)
+    if bias is not False:
+        raise ValueError(f"mmcv.ops.deform_conv2d: only bias=False is supported (as in mmcv), got {bias!r}")
+    input = input.type_as(offset)  # mmcv runs in offset's dtype
+    weight = weight.type_as(input)
+    taps = 2 * int(deform_groups) * weight.size(2) * weight.size(3)
+    offset = _as_mmcv_reads(offset, input, weight, stride, padding, dilation, taps)
+    return torch.ops.mmops.deform_conv2d(
+        input,
+        offset,
+        weight,
+        None,
+        pair(stride, "stride"),
+        pair(padding, "padding"),
+        pair(dilation, "dilation"),
+        int(groups),
+        int(deform_groups),
+    )
+
+
+def modulated_deform_conv2d(
+    input: Tensor,
+    offset: Tensor,
+    mask: Tensor,
+    weight: Tensor,
+    bias: Optional[Tensor] = None,
+    stride: Any = 1,
+    padding: Any = 0,
+    dilation: Any = 1,
+    groups: int = 1,
+    deform_groups: int = 1,
+) -> Tensor:
+    _check_4d(input)
+    input = input.type_as(offset)
+    taps = int(deform_groups) * weight.size(2) * weight.size(3)
+    offset = _as_mmcv_reads(offset, input, weight, stride, padding, dilation, 2 * taps)
+    mask = _as_mmcv_reads(mask, input, weight, stride, padding, dilation, taps)
+    return torch.ops.mmops.modulated_deform_conv2d(
+        input,
+        offset,
+        mask.type_as(input),
+        weight.type_as(input),
+        bias.type_as(input) if bias is not None else None,
+        pair(stride, "stride"),
+        pair(padding, "padding"),
+        pair(dilation, "dilation"),
+        int(groups),
+        int(deform_groups),
+    )
+
+
+def ms_deform_attn(
+    value: Tensor,
+    spatial_shapes: Tensor,
+    level_start_index: Tensor,
+    sampling_locations: Tensor,
+    attention_weights: Tensor,
+    im2col_step: Any = 64,
+) -> Tensor:
+    """MultiScaleDeformableAttnFunction.apply; im2col_step is unused."""
+    return torch.ops.mmops.ms_deform_attn(
+        value, spatial_shapes, level_start_index, sampling_locations, attention_weights
+    )
+
+
+def sigmoid_focal_loss(
+    input: Tensor,
+    target: Tensor,
+    gamma: float = 2.0,
+    alpha: float = 0.25,
+    weight: Optional[Tensor] = None,
+    reduction: str = "mean",
+) -> Tensor:
+    return torch.ops.mmops.sigmoid_focal_loss(input, target, float(gamma), float(alpha), weight, reduction)
+
+
+def softmax_focal_loss(
+    input: Tensor,
+    target: Tensor,
+    gamma: float = 2.0,
+    alpha: float = 0.25,
+    weight: Optional[Tensor] = None,
+    reduction: str = "mean",
+) -> Tensor:
+    return torch.ops.mmops.softmax_focal_loss(input, target, float(gamma), float(alpha), weight, reduction)
+
+
+def carafe(features: Tensor, masks: Tensor, kernel_size: int, group_size: int, scale_factor: int) -> Tensor:
+    return mmops_attr("carafe", "carafe")(features, masks, kernel_size, group_size, scale_factor)
+
+
+def carafe_naive(features: Tensor, masks: Tensor, kernel_size: int, group_size: int, scale_factor: int) -> Tensor:
+    return mmops_attr("carafe_naive", "carafe_naive")(features, masks, kernel_size, group_size, scale_factor)
+
+
+def masked_conv2d(
+    features: Tensor, mask: Tensor, weight: Tensor, bias: Tensor, padding: Any = 0, stride: Any = 1
+) -> Tensor:
+    return mmops_attr("masked_conv2d", "masked_conv2d")(features, mask, weight, bias, padding, stride)
+
+
+def deform_roi_pool(
+    input: Tensor,
+    rois: Tensor,
+    offset: Optional[Tensor],
+    output_size: Any,
+    spatial_scale: float = 1.0,
+    sampling_ratio: int = 0,
+    gamma: float = 0.1,
+) -> Tensor:
+    if offset is not None and offset.numel() == 0:
+        offset = None  # mmcv's modules pass an empty tensor for "no offset"
+    return mmops_attr("deform_roi_pool", "deform_roi_pool")(
+        input, rois, offset, output_size, spatial_scale, sampling_ratio, gamma
+    )
+
+
+def msda_forward(
+    self,
+    query: Tensor,
+    key: Optional[Tensor] = None,
+    value: Optional[Tensor] = None,
+    identity: Optional[Tensor] = None,
+    query_pos: Optional[Tensor] = None,
+    key_padding_mask: Optional[Tensor] = None,
+    reference_points: Optional[Tensor] = None,
+    spatial_shapes: Optional[Tensor] = None,
+    level_start_index: Optional[Tensor] = None,
+    **kwargs: Any,
+) -> Tensor:
+    """mmcv's MultiScaleDeformableAttention.forward on every device through
+    mmops's op (mmcv runs a grid_sample composite off CUDA). Extra keyword
+    arguments (mmdet passes key_pos, valid_ratios, ...) are ignored, as in mmcv."""
+    from mmops.ms_deform_attn import MultiScaleDeformableAttention
+
+    if "residual" in kwargs:  # mmcv's deprecated name of identity
+        warnings.warn("MultiScaleDeformableAttention: 'residual' is deprecated, use 'identity'", DeprecationWarning)
+        identity = kwargs.pop("residual")
+    return MultiScaleDeformableAttention.forward(
+        self,
+        query,
+        key,
+        value,
+        identity,
+        query_pos,
+        key_padding_mask,
+        reference_points,
+        spatial_shapes,
+        level_start_index,
+    )
