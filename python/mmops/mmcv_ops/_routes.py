@@ -11,6 +11,7 @@ import torch
 from torch import Tensor
 
 from .._utils import pair
+from ..deform_conv import _leading_block, _output_hw
 from ._ext import mmops_attr
 
 
@@ -38,21 +39,6 @@ def _check_4d(input: Optional[Tensor]) -> None:
         raise ValueError(f"Expected 4D tensor as input, got {input.dim()}D tensor instead.")
 
 
-def _as_mmcv_reads(t: Tensor, input: Tensor, weight: Tensor, stride, padding, dilation, maps: int) -> Tensor:
-    """mmcv's kernels read offset / mask of sample b as the first maps * H_out *
-    W_out values of t[b], whatever t's spatial size: mmdet's DyHead passes a
-    larger level's offsets to a convolution of a smaller level and relies on it.
-    A tensor of the expected shape, or one too small, is returned unchanged."""
-    h_out, w_out = (
-        (size + 2 * p - (d * (k - 1) + 1)) // s + 1
-        for size, p, d, k, s in zip(input.shape[2:], pair(padding), pair(dilation), weight.shape[2:], pair(stride))
-    )
-    n, need = input.size(0), maps * h_out * w_out
-    if t.dim() != 4 or t.shape[2:] == (h_out, w_out) or t.size(0) != n or t[0].numel() < need:
-        return t
-    return t.reshape(n, -1)[:, :need].reshape(n, maps, h_out, w_out)
-
-
 def deform_conv2d(
     input: Tensor,
     offset: Tensor,
@@ -72,8 +58,6 @@ def deform_conv2d(
         raise ValueError(f"mmcv.ops.deform_conv2d: only bias=False is supported (as in mmcv), got {bias!r}")
     input = input.type_as(offset)  # mmcv runs in offset's dtype
     weight = weight.type_as(input)
-    taps = 2 * int(deform_groups) * weight.size(2) * weight.size(3)
-    offset = _as_mmcv_reads(offset, input, weight, stride, padding, dilation, taps)
     return torch.ops.mmops.deform_conv2d(
         input,
         offset,
@@ -102,8 +86,10 @@ def modulated_deform_conv2d(
     _check_4d(input)
     input = input.type_as(offset)
     taps = int(deform_groups) * weight.size(2) * weight.size(3)
-    offset = _as_mmcv_reads(offset, input, weight, stride, padding, dilation, 2 * taps)
-    mask = _as_mmcv_reads(mask, input, weight, stride, padding, dilation, taps)
+    # mmcv's reading of a larger offset / mask (DyHead): see mmops.ModulatedDeformConv2d
+    out_hw = _output_hw(input, weight, pair(stride, "stride"), pair(padding, "padding"), pair(dilation, "dilation"))
+    offset = _leading_block(offset, 2 * taps, out_hw)
+    mask = _leading_block(mask, taps, out_hw)
     return torch.ops.mmops.modulated_deform_conv2d(
         input,
         offset,
