@@ -33,9 +33,11 @@ def strict_index_check() -> bool:
 
 __all__ = ["__version__", "library_path", "set_strict_index_check", "strict_index_check"]
 
-for _family in sorted(m.name for m in pkgutil.iter_modules(__path__) if not m.name.startswith("_")):
+# mmops.onnx is not an op family: it loads onnxscript, so it is imported on demand.
+_families = (m.name for m in pkgutil.iter_modules(__path__) if not m.name.startswith("_") and m.name != "onnx")
+for _family in sorted(_families):
     _module = importlib.import_module(f".{_family}", __name__)
     for _name in _module.__all__:
         globals()[_name] = getattr(_module, _name)
     __all__ += _module.__all__
-del _family, _module, _name
+del _families, _family, _module, _name
