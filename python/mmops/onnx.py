@@ -62,6 +62,9 @@ def _ts_const(g, value, dtype):
 
 
 def _ts_roi_align(g, input, rois, output_size, spatial_scale, sampling_ratio, pool_mode, aligned):
+    # Aligned with an adaptive grid, a reversed box (x2 < x1) pools zeros in mmcv (an
+    # empty grid) but overflows onnxruntime's grid size: x2, y2 are clamped to x1, y1,
+    # which gives the same zeros. Other boxes are unchanged.
     _check_pool_mode(pool_mode)
     ph, pw = output_size
     if pool_mode == "max" and sampling_ratio <= 0:
@@ -75,14 +78,16 @@ def _ts_roi_align(g, input, rois, output_size, spatial_scale, sampling_ratio, po
             sampling_ratio_i=sampling_ratio,
             aligned_i=int(aligned),
         ).setType(input.type().with_sizes([None, None, ph, pw]))
-    cols = g.op("Split", rois, _ts_const(g, [1, 4], torch.int64), axis_i=1, outputs=2)
+    cols = g.op("Split", rois, _ts_const(g, [1, 2, 2], torch.int64), axis_i=1, outputs=3)
     batch = g.op("Cast", g.op("Squeeze", cols[0], _ts_const(g, [1], torch.int64)), to_i=7)
+    hi = cols[2] if not (aligned and sampling_ratio <= 0) else g.op("Max", cols[1], cols[2])
+    boxes = g.op("Concat", cols[1], hi, axis_i=1)
     mode = "half_pixel" if aligned else "output_half_pixel"
     s = sampling_ratio if pool_mode == "max" else 1
     out = g.op(
         "RoiAlign",
         input,
-        cols[1],
+        boxes,
         batch,
         coordinate_transformation_mode_s=mode,
         mode_s="avg",
@@ -349,7 +354,10 @@ def _dynamo_functions() -> Dict[Any, Callable]:
             attrs = dict(spatial_scale=float(spatial_scale), sampling_ratio=int(sampling_ratio), aligned=int(aligned))
             return mm.RoIAlignMax(input, rois, output_height=ph, output_width=pw, **attrs)
         batch = op.Cast(op.Squeeze(op.Slice(rois, [0], [1], [1]), [1]), to=INT64)
-        boxes = op.Slice(rois, [1], [5], [1])
+        lo, hi = op.Slice(rois, [1], [3], [1]), op.Slice(rois, [3], [5], [1])
+        if aligned and sampling_ratio <= 0:
+            hi = op.Max(lo, hi)  # see _ts_roi_align
+        boxes = op.Concat(lo, hi, axis=1)
         # max: one centre sample per sub-bin of a grid sampling_ratio times finer, then
         # MaxPool: the max of the bilinear samples, as mmcv (ONNX's own max mode differs).
         s = int(sampling_ratio) if pool_mode == "max" else 1

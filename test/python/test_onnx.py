@@ -1,0 +1,384 @@
+"""ONNX export of the mmops ops (mmops.onnx, docs/onnx.md): each mapping through both
+torch.onnx exporters, run in onnxruntime on the CPU against the eager op; the graphs
+hold the standard ONNX op where one is claimed, a mmops-domain node otherwise."""
+
+import io
+import warnings
+
+import pytest
+import torch
+from conftest import random_rois
+
+onnx = pytest.importorskip("onnx", reason="onnx is not installed (pip install onnx)")
+ort = pytest.importorskip("onnxruntime", reason="onnxruntime is not installed (pip install onnxruntime)")
+pytest.importorskip("onnxscript", reason="onnxscript is not installed (pip install onnxscript)")
+
+import mmops  # noqa: E402
+import mmops.onnx  # noqa: E402
+
+ops = torch.ops.mmops
+EXPORTERS = ["dynamo", "torchscript"]
+
+
+class Wrap(torch.nn.Module):
+    def __init__(self, fn):
+        super().__init__()
+        self.fn = fn
+
+    def forward(self, *args):
+        return self.fn(*args)
+
+
+def export(fn, args, exporter, names, dynamic=None, opset=19):
+    """The ONNX ModelProto of Wrap(fn) exported with torch.onnx.export as a user
+    would call it (no mmops arguments); dynamic: {input name: [dynamic dims]}."""
+    model = Wrap(fn)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        if exporter == "dynamo":
+            shapes = None
+            if dynamic:
+                shapes = [{d: torch.export.Dim.DYNAMIC for d in dynamic.get(n, [])} or None for n in names]
+                shapes = {"args": tuple(shapes)}
+            prog = torch.onnx.export(
+                model, args, dynamo=True, opset_version=opset, dynamic_shapes=shapes, input_names=names, verbose=False
+            )
+            return prog.model_proto
+        f = io.BytesIO()
+        axes = {n: {d: f"{n}_{d}" for d in dims} for n, dims in (dynamic or {}).items()}
+        torch.onnx.export(model, args, f, dynamo=False, opset_version=opset, input_names=names, dynamic_axes=axes)
+        return onnx.load_from_string(f.getvalue())
+
+
+def run(model, names, args):
+    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    feeds = {i.name: a.numpy() for i, a in zip(session.get_inputs(), args)}
+    assert sorted(feeds) == sorted(names[: len(feeds)])
+    return [torch.from_numpy(r) for r in session.run(None, feeds)]
+
+
+def op_types(model):
+    return {(n.domain or "", n.op_type) for n in model.graph.node}
+
+
+def check(fn, args, exporter, names, onnx_op, tol, dynamic=None, other_args=None):
+    """Exports fn(*args), asserts the graph has onnx_op and no mmops node, and compares
+    onnxruntime with eager on args and (dynamic shapes) on other_args."""
+    model = export(fn, args, exporter, names, dynamic)
+    types = op_types(model)
+    assert ("", onnx_op) in types, types
+    assert not any(d == mmops.onnx.DOMAIN for d, _ in types), types
+    for a in [args] + ([other_args] if other_args is not None else []):
+        got = run(model, names, a)[0]
+        want = fn(*a)
+        assert got.shape == want.shape
+        torch.testing.assert_close(got.to(want.dtype), want, **tol)
+    return model
+
+
+# --------------------------------------------------------------------------- roi_align
+
+
+def _roi_inputs(num_rois, seed, dtype=torch.float32, scale=0.25):
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn(2, 3, 12, 10, generator=g, dtype=dtype)
+    rois = random_rois(num_rois, 2, 12, 10, dtype=dtype, spatial_scale=scale, extra=False, generator=g)
+    return x, rois
+
+
+@pytest.mark.parametrize("exporter", EXPORTERS)
+@pytest.mark.parametrize(
+    "sampling_ratio,pool_mode,aligned",
+    [(0, "avg", True), (0, "avg", False), (2, "avg", True), (3, "avg", False), (2, "max", True), (1, "max", False)],
+)
+def test_roi_align(exporter, sampling_ratio, pool_mode, aligned):
+    def fn(x, rois):
+        return ops.roi_align(x, rois, [3, 2], 0.25, sampling_ratio, pool_mode, aligned)
+
+    x, rois = _roi_inputs(7, 0)
+    other = _roi_inputs(11, 1)
+    tol = dict(atol=1e-5, rtol=1e-5)
+    check(fn, (x, rois), exporter, ["x", "rois"], "RoiAlign", tol, {"rois": [0]}, other)
+
+
+@pytest.mark.parametrize("exporter", EXPORTERS)
+def test_roi_align_special_boxes_and_float64(exporter):
+    """Degenerate, reversed, outside and whole-map boxes, in float64."""
+    g = torch.Generator().manual_seed(2)
+    x = torch.randn(2, 2, 9, 8, generator=g, dtype=torch.float64)
+    rois = random_rois(12, 2, 9, 8, dtype=torch.float64, extra=True, generator=g)
+    for aligned in (True, False):
+
+        def fn(x, rois):
+            return ops.roi_align(x, rois, [2, 3], 1.0, 0, "avg", aligned)
+
+        check(fn, (x, rois), exporter, ["x", "rois"], "RoiAlign", dict(atol=1e-9, rtol=1e-9))
+
+
+@pytest.mark.parametrize("exporter", EXPORTERS)
+def test_roi_align_module(exporter):
+    """mmops.RoIAlign (the public wrapper) exports like the op."""
+    head = mmops.RoIAlign(2, spatial_scale=0.25, sampling_ratio=2, pool_mode="max", aligned=True)
+    x, rois = _roi_inputs(5, 3)
+    check(head, (x, rois), exporter, ["x", "rois"], "MaxPool", dict(atol=1e-5, rtol=1e-5))
+
+
+def test_onnx_max_mode_differs_from_mmcv():
+    """ONNX RoiAlign's own max mode (max of weighted corners) is not mmcv's max of
+    the bilinear samples: the reason max mode maps to RoiAlign avg + MaxPool."""
+    x, rois = _roi_inputs(6, 4)
+    boxes, batch = rois[:, 1:].numpy(), rois[:, 0].long().numpy()
+    node = onnx.helper.make_node(
+        "RoiAlign", ["X", "R", "B"], ["Y"], mode="max", output_height=2, output_width=2, sampling_ratio=2
+    )
+    node.attribute.append(onnx.helper.make_attribute("spatial_scale", 0.25))
+    vi = onnx.helper.make_tensor_value_info
+    graph = onnx.helper.make_graph(
+        [node],
+        "g",
+        [vi("X", onnx.TensorProto.FLOAT, None), vi("R", onnx.TensorProto.FLOAT, None), vi("B", 7, None)],
+        [vi("Y", onnx.TensorProto.FLOAT, None)],
+    )
+    model = onnx.helper.make_model(graph, opset_imports=[onnx.helper.make_opsetid("", 16)])
+    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    onnx_max = torch.from_numpy(session.run(None, {"X": x.numpy(), "R": boxes, "B": batch})[0])
+    mmcv_max = ops.roi_align(x, rois, [2, 2], 0.25, 2, "max", True)
+    assert (onnx_max - mmcv_max).abs().max() > 1e-2
+
+
+@pytest.mark.parametrize("exporter", EXPORTERS)
+def test_roi_align_max_adaptive_is_custom(exporter):
+    """max with sampling_ratio=0 (a per-roi grid): no exact standard graph -> mmops::RoIAlignMax."""
+
+    def fn(x, rois):
+        return ops.roi_align(x, rois, [2, 2], 0.25, 0, "max", True)
+
+    model = export(fn, _roi_inputs(4, 5), exporter, ["x", "rois"])
+    assert ("mmops", "RoIAlignMax") in op_types(model)
+    assert ("", "RoiAlign") not in op_types(model)
+    node = next(n for n in model.graph.node if n.op_type == "RoIAlignMax")
+    attrs = {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
+    assert attrs["output_height"] == 2 and attrs["aligned"] == 1 and attrs["sampling_ratio"] == 0
+    assert any(o.domain == "mmops" for o in model.opset_import)
+
+
+# --------------------------------------------------------------------------- roi_pool
+
+
+@pytest.mark.parametrize("exporter", EXPORTERS)
+def test_roi_pool(exporter):
+    def fn(x, rois):
+        return ops.roi_pool(x, rois, [3, 2], 0.5)
+
+    g = torch.Generator().manual_seed(6)
+    x = torch.randn(2, 3, 10, 9, generator=g)
+    rois = random_rois(9, 2, 10, 9, spatial_scale=0.5, extra=False, generator=g)
+    # corners at exact halves: both round half away from zero
+    halves = torch.tensor([[0, 0.5, 1.5, 7.5, 9.5], [1, 3.0, 5.0, 13.0, 11.0], [0, -1.0, -3.0, 21.0, 3.0]])
+    rois = torch.cat([rois, halves])
+    other = random_rois(4, 2, 10, 9, spatial_scale=0.5, extra=False, generator=g)
+    check(fn, (x, rois), exporter, ["x", "rois"], "MaxRoiPool", dict(atol=0, rtol=0), {"rois": [0]}, (x, other))
+
+
+# --------------------------------------------------------------------------- nms
+
+
+def _boxes(n, seed, dtype=torch.float32, levels=None):
+    g = torch.Generator().manual_seed(seed)
+    xy = torch.rand(n, 2, generator=g, dtype=torch.float64) * 30
+    wh = torch.rand(n, 2, generator=g, dtype=torch.float64) * 12
+    scores = torch.rand(n, generator=g, dtype=torch.float64)
+    if levels:  # few distinct scores: many ties
+        scores = torch.randint(0, levels, (n,), generator=g).double() / levels
+    return torch.cat([xy, xy + wh], 1).to(dtype), scores.to(dtype)
+
+
+@pytest.mark.parametrize("exporter", EXPORTERS)
+@pytest.mark.parametrize("levels", [None, 3])
+def test_nms(exporter, levels):
+    def fn(boxes, scores):
+        return ops.nms(boxes, scores, 0.4)
+
+    dyn = {"boxes": [0], "scores": [0]}
+    check(fn, _boxes(40, 7, levels=levels), exporter, ["boxes", "scores"], "NonMaxSuppression", {}, dyn, _boxes(25, 8))
+
+
+@pytest.mark.parametrize("exporter", EXPORTERS)
+def test_nms_threshold_is_strict_and_empty(exporter):
+    """IoU exactly at the threshold does not suppress (both: iou > thr); no boxes -> no indices."""
+    boxes = torch.tensor([[0.0, 0.0, 4.0, 1.0], [0.0, 0.0, 2.0, 1.0], [0.0, 0.0, 4.0, 1.0]])
+    scores = torch.tensor([0.9, 0.8, 0.7])
+
+    def fn(boxes, scores):
+        return ops.nms(boxes, scores, 0.5)
+
+    assert fn(boxes, scores).tolist() == [0, 1]
+    dyn = {"boxes": [0], "scores": [0]}
+    empty = (torch.zeros(0, 4), torch.zeros(0))
+    check(fn, (boxes, scores), exporter, ["boxes", "scores"], "NonMaxSuppression", {}, dyn, empty)
+
+
+@pytest.mark.parametrize("exporter", EXPORTERS)
+def test_nms_wrapper_with_offset_and_float64(exporter):
+    """mmops.nms (mmcv's wrapper, offset 1 as a box shift) on float64 boxes."""
+
+    def fn(boxes, scores):
+        return mmops.nms(boxes, scores, 0.3, offset=1)[1]
+
+    check(fn, _boxes(30, 9, torch.float64), exporter, ["boxes", "scores"], "NonMaxSuppression", {})
+
+
+def test_nms_threshold_outside_unit_interval_is_an_export_error():
+    with pytest.raises(Exception, match="iou_threshold must be in"):
+        export(lambda b, s: ops.nms(b, s, 1.5), _boxes(5, 10), "torchscript", ["boxes", "scores"])
+
+
+@pytest.mark.parametrize("exporter", EXPORTERS)
+@pytest.mark.parametrize("levels", [None, 2])
+def test_batched_nms(exporter, levels):
+    def fn(boxes, scores, idxs):
+        return ops.batched_nms(boxes, scores, idxs, 0.3)
+
+    def inputs(n, seed):
+        boxes, scores = _boxes(n, seed, levels=levels)
+        # sparse, negative and repeated category ids
+        idxs = torch.tensor([-3, 7, 1000, 7])[torch.randint(0, 4, (n,), generator=torch.Generator().manual_seed(seed))]
+        return boxes, scores, idxs
+
+    dyn = {"boxes": [0], "scores": [0], "idxs": [0]}
+    names = ["boxes", "scores", "idxs"]
+    empty = (torch.zeros(0, 4), torch.zeros(0), torch.zeros(0, dtype=torch.long))
+    model = check(fn, inputs(50, 11), exporter, names, "NonMaxSuppression", {}, dyn, inputs(20, 12))
+    torch.testing.assert_close(run(model, names, empty)[0], fn(*empty))
+
+
+# --------------------------------------------------------------------------- deformable convolutions
+
+
+def _deform_inputs(seed, groups, deform_groups, stride, padding, dilation, big_offsets=False):
+    g = torch.Generator().manual_seed(seed)
+    n, cin, cout, h, w, k = 2, 4, 6, 7, 8, 3
+    oh = (h + 2 * padding - dilation * (k - 1) - 1) // stride + 1
+    ow = (w + 2 * padding - dilation * (k - 1) - 1) // stride + 1
+    x = torch.randn(n, cin, h, w, generator=g)
+    offset = torch.randn(n, 2 * deform_groups * k * k, oh, ow, generator=g) * (6.0 if big_offsets else 1.5)
+    mask = torch.rand(n, deform_groups * k * k, oh, ow, generator=g)
+    weight = torch.randn(cout, cin // groups, k, k, generator=g)
+    bias = torch.randn(cout, generator=g)
+    return x, offset, mask, weight, bias
+
+
+DEFORM_CASES = [(1, 1, 1, 0, 1, False), (2, 2, 2, 1, 1, True), (1, 4, 1, 2, 2, True)]
+
+
+@pytest.mark.parametrize("exporter", EXPORTERS)
+@pytest.mark.parametrize("groups,deform_groups,stride,padding,dilation,big", DEFORM_CASES)
+def test_deform_conv2d(exporter, groups, deform_groups, stride, padding, dilation, big):
+    x, offset, _, weight, bias = _deform_inputs(13, groups, deform_groups, stride, padding, dilation, big)
+    conf = ([stride] * 2, [padding] * 2, [dilation] * 2, groups, deform_groups)
+
+    def fn(x, offset):
+        return ops.deform_conv2d(x, offset, weight, bias if groups == 2 else None, *conf)
+
+    check(fn, (x, offset), exporter, ["x", "offset"], "DeformConv", dict(atol=1e-4, rtol=1e-4))
+
+
+@pytest.mark.parametrize("exporter", EXPORTERS)
+@pytest.mark.parametrize("groups,deform_groups,stride,padding,dilation,big", DEFORM_CASES)
+def test_modulated_deform_conv2d(exporter, groups, deform_groups, stride, padding, dilation, big):
+    x, offset, mask, weight, bias = _deform_inputs(14, groups, deform_groups, stride, padding, dilation, big)
+    conf = ([stride] * 2, [padding] * 2, [dilation] * 2, groups, deform_groups)
+
+    def fn(x, offset, mask):
+        return ops.modulated_deform_conv2d(x, offset, mask, weight, bias if groups != 2 else None, *conf)
+
+    names = ["x", "offset", "mask"]
+    check(fn, (x, offset, mask), exporter, names, "DeformConv", dict(atol=1e-4, rtol=1e-4))
+
+
+def test_deform_conv_module_dynamic_batch():
+    """mmops.ModulatedDeformConv2dPack-style module with a dynamic batch (dynamo)."""
+    x, offset, mask, weight, bias = _deform_inputs(15, 1, 1, 1, 1, 1)
+
+    def fn(x, offset, mask):
+        return ops.modulated_deform_conv2d(x, offset, mask, weight, bias, [1, 1], [1, 1], [1, 1], 1, 1)
+
+    other = tuple(t[:1] for t in (x, offset, mask))
+    dyn = {"x": [0], "offset": [0], "mask": [0]}
+    check(
+        fn, (x, offset, mask), "dynamo", ["x", "offset", "mask"], "DeformConv", dict(atol=1e-4, rtol=1e-4), dyn, other
+    )
+
+
+# --------------------------------------------------------------------------- custom-domain fallbacks
+
+
+def _custom_cases():
+    boxes, scores = _boxes(8, 16)
+    x, rois = _roi_inputs(5, 17)
+    g = torch.Generator().manual_seed(18)
+    logits, target = torch.randn(6, 4, generator=g), torch.randint(0, 5, (6,), generator=g)
+    weight = torch.rand(4, generator=g)
+    value = torch.randn(2, 5 + 4, 2, 3, generator=g)
+    shapes, starts = torch.tensor([[1, 5], [2, 2]]), torch.tensor([0, 5])
+    loc, attn = torch.rand(2, 3, 2, 2, 2, 2, generator=g), torch.rand(2, 3, 2, 2, 2, generator=g)
+    return {
+        "MultiLevelRoIAlign": (
+            lambda x, r: ops.multi_level_roi_align(
+                [x, x[:, :, ::2, ::2]], r, [2, 2], [0.25, 0.125], 2, "avg", True, 56
+            ),
+            (x, rois),
+        ),
+        "SoftNMS": (lambda b, s: ops.soft_nms(b, s, 0.3, 0.5, 1e-3, "gaussian"), (boxes, scores)),
+        "BBoxOverlaps": (lambda a, b: ops.bbox_overlaps(a, b, "iof", False, 1), (boxes, boxes[:3])),
+        "SigmoidFocalLoss": (
+            lambda i, t, w: ops.sigmoid_focal_loss(i, t, 2.0, 0.25, w, "sum"),
+            (logits, target, weight),
+        ),
+        "SoftmaxFocalLoss": (lambda i, t: ops.softmax_focal_loss(i, t, 2.0, 0.25, None, "none"), (logits, target % 4)),
+        "MSDeformAttn": (lambda v, s, l, p, a: ops.ms_deform_attn(v, s, l, p, a), (value, shapes, starts, loc, attn)),
+    }
+
+
+@pytest.mark.parametrize("exporter", EXPORTERS)
+@pytest.mark.parametrize("name", sorted(_custom_cases()))
+def test_custom_domain_fallbacks(exporter, name):
+    fn, args = _custom_cases()[name]
+    fn(*args)  # the eager op accepts these inputs
+    names = [f"in{i}" for i in range(len(args))]
+    model = export(fn, args, exporter, names)
+    types = op_types(model)
+    assert ("mmops", name) in types, types
+    assert f"mmops::{name}" in mmops.onnx.CUSTOM_OPS.values()
+    assert any(o.domain == "mmops" and o.version == 1 for o in model.opset_import)
+    node = next(n for n in model.graph.node if n.op_type == name)
+    assert len(node.output) == (2 if name == "SoftNMS" else 1)
+
+
+# --------------------------------------------------------------------------- registration
+
+
+def test_export_helper_passes_the_table():
+    """mmops.onnx.export: the explicit table (dynamo) / declared custom domain (TorchScript)."""
+    table = mmops.onnx.translation_table()
+    assert ops.roi_align.default in table and ops._roi_align_forward.default in table
+    x, rois = _roi_inputs(3, 19)
+    head = mmops.RoIAlign(2, 0.25, 2)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        prog = mmops.onnx.export(head, (x, rois), dynamo=True)
+        f = io.BytesIO()
+        mmops.onnx.export(mmops.RoIAlign(2, 0.25, 0, "max"), (x, rois), f, dynamo=False, opset_version=17)
+    torch.testing.assert_close(run(prog.model_proto, ["input", "rois"], (x, rois))[0], head(x, rois))
+    model = onnx.load_from_string(f.getvalue())
+    assert ("mmops", "RoIAlignMax") in op_types(model)
+    assert any(o.domain == "mmops" and o.version == 1 for o in model.opset_import)
+
+
+def test_import_mmops_does_not_import_onnx():
+    import subprocess
+    import sys
+
+    code = "import sys, mmops; assert 'onnxscript' not in sys.modules and 'onnx' not in sys.modules; print('ok')"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.stdout.strip() == "ok", out.stderr
