@@ -252,6 +252,23 @@ def test_batched_nms(exporter, levels):
     torch.testing.assert_close(run(model, names, empty)[0], fn(*empty))
 
 
+def test_documented_nan_deviations():
+    """docs/onnx.md: onnxruntime's MaxRoiPool skips NaN (mmops propagates it); the
+    batched graph drops -inf / NaN scores (mmops keeps them last)."""
+    x = torch.arange(16.0).reshape(1, 1, 4, 4)
+    x[0, 0, 1, 1] = float("nan")
+    rois = torch.tensor([[0.0, 0.0, 0.0, 3.0, 3.0]])
+    pool = lambda x, r: ops.roi_pool(x, r, [1, 1], 1.0)
+    assert run(export(pool, (x, rois), "torchscript", ["x", "rois"]), ["x", "rois"], (x, rois))[0].item() == 15.0
+    assert pool(x, rois).isnan().all()
+    boxes = torch.tensor([[0, 0, 1, 1.0], [5, 5, 6, 6], [10, 10, 11, 11], [20, 20, 21, 21]])
+    args = (boxes, torch.tensor([0.5, float("nan"), float("-inf"), 0.7]), torch.tensor([0, 0, 1, 1]))
+    names = ["boxes", "scores", "idxs"]
+    fn = lambda b, s, i: ops.batched_nms(b, s, i, 0.5)
+    assert run(export(fn, args, "torchscript", names), names, args)[0].tolist() == [3, 0]
+    assert fn(*args).tolist() == [3, 0, 2, 1]
+
+
 # --------------------------------------------------------------------------- deformable convolutions
 
 
