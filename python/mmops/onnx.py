@@ -13,8 +13,9 @@ It is not imported by ``import mmops``: onnxscript takes seconds to import and
 is optional, and torch.onnx has no public hook to register lazily.
 
 Standard ONNX ops where the semantics match (RoiAlign, MaxRoiPool,
-NonMaxSuppression, DeformConv); nodes of the custom domain ``mmops`` (version 1)
-where they do not. Custom nodes need an ONNX runtime that implements them.
+NonMaxSuppression, DeformConv, and composites for bbox_overlaps and
+ms_deform_attn); nodes of the custom domain ``mmops`` (version 1) where they
+do not, which need an ONNX runtime that implements them.
 """
 
 import math
@@ -34,10 +35,8 @@ CUSTOM_OPS = {
     "roi_align (max, sampling_ratio=0)": "mmops::RoIAlignMax",
     "multi_level_roi_align": "mmops::MultiLevelRoIAlign",
     "soft_nms": "mmops::SoftNMS",
-    "bbox_overlaps": "mmops::BBoxOverlaps",
     "sigmoid_focal_loss": "mmops::SigmoidFocalLoss",
     "softmax_focal_loss": "mmops::SoftmaxFocalLoss",
-    "ms_deform_attn": "mmops::MSDeformAttn",
 }
 
 
@@ -50,6 +49,113 @@ def _check_nms_threshold(iou_threshold: float) -> None:
 def _check_pool_mode(pool_mode: str) -> None:
     if pool_mode not in ("avg", "max"):
         raise ValueError(f"mmops.onnx: roi_align pool_mode must be 'avg' or 'max', got {pool_mode!r}")
+
+
+# --------------------------------------------------------------------------
+# composites of standard ops, written once for both exporters against a builder
+# b(op_name, *inputs, **attributes), b.ints(values), b.float_like(value, tensor)
+# --------------------------------------------------------------------------
+
+
+def _bbox_overlaps_graph(b, bboxes1, bboxes2, mode, aligned, offset):
+    """mmops' overlap formula (kernels/common/box_iou.h) in the same operation order."""
+    if mode not in ("iou", "iof"):
+        raise ValueError(f"mmops.onnx: bbox_overlaps mode must be 'iou' or 'iof', got {mode!r}")
+    off, zero = b.float_like(float(offset), bboxes1), b.float_like(0.0, bboxes1)
+
+    def columns(boxes, transpose):  # x1, y1, x2, y2 as [M, 1], or [1, N] for the pairwise second set
+        cols = [b("Slice", boxes, b.ints([i]), b.ints([i + 1]), b.ints([1])) for i in range(4)]
+        return [b("Transpose", c, perm=[1, 0]) for c in cols] if transpose else cols
+
+    def finite(boxes, transpose):  # x - x is 0 for every finite coordinate, NaN otherwise
+        ok = b("Equal", b("ReduceSum", b("Sub", boxes, boxes), b.ints([1]), keepdims=1), zero)
+        return b("Transpose", ok, perm=[1, 0]) if transpose else ok
+
+    def area(p):
+        return b("Mul", b("Add", b("Sub", p[2], p[0]), off), b("Add", b("Sub", p[3], p[1]), off))
+
+    p, q = columns(bboxes1, False), columns(bboxes2, not aligned)
+    w = b("Max", b("Add", b("Sub", b("Min", p[2], q[2]), b("Max", p[0], q[0])), off), zero)
+    h = b("Max", b("Add", b("Sub", b("Min", p[3], q[3]), b("Max", p[1], q[1])), off), zero)
+    inter = b("Mul", w, h)
+    base = area(p) if mode == "iof" else b("Sub", b("Add", area(p), area(q)), inter)
+    base = b("Max", base, off)
+    ok = b("And", b("And", finite(bboxes1, False), finite(bboxes2, not aligned)), b("Greater", base, zero))
+    out = b("Where", ok, b("Div", inter, base), zero)
+    return b("Reshape", out, b.ints([-1])) if aligned else out
+
+
+def _ms_deform_attn_graph(b, value, spatial_shapes, level_start_index, loc, attn, num_levels, gs_mode):
+    """mmcv's multi_scale_deformable_attn_pytorch: GridSample per level (zeros outside,
+    align_corners 0), times the weights, summed over levels and points."""
+
+    def reshape(x, *dims):  # allowzero: an empty batch or query count is a size, not "copy"
+        return b("Reshape", x, b("Concat", *dims, axis=0), allowzero=1)
+
+    def dim(shape, i):
+        return b("Slice", shape, b.ints([i]), b.ints([i + 1]))
+
+    vshape, lshape = b("Shape", value), b("Shape", loc)  # [B, S, M, D], [B, Q, M, L, P, 2]
+    batch, heads, channels = dim(vshape, 0), dim(vshape, 2), dim(vshape, 3)
+    queries, points = dim(lshape, 1), dim(lshape, 4)
+    bm = b("Mul", batch, heads)
+    shapes = b("Cast", spatial_shapes, to=7)
+    starts = b("Cast", level_start_index, to=7)
+    v = b("Transpose", value, perm=[0, 2, 3, 1])  # [B, M, D, S]
+    one = b.float_like(1.0, loc)
+    grid = b("Transpose", b("Sub", b("Add", loc, loc), one), perm=[0, 2, 1, 3, 4, 5])  # [B, M, Q, L, P, 2]
+    samples = []
+    for lvl in range(num_levels):
+        hw = b("Gather", shapes, b.ints(lvl), axis=0)
+        start = b("Gather", starts, b.ints([lvl]), axis=0)
+        end = b("Add", start, b("Mul", b("Gather", hw, b.ints(0)), b("Gather", hw, b.ints(1))))
+        v_l = b("Slice", v, start, end, b.ints([3]))
+        v_l = reshape(v_l, bm, channels, hw)  # [B * M, D, H, W]
+        g_l = b("Gather", grid, b.ints(lvl), axis=3)
+        g_l = reshape(g_l, bm, queries, points, b.ints([2]))  # [B * M, Q, P, 2]
+        samples.append(b("GridSample", v_l, g_l, align_corners=0, mode=gs_mode, padding_mode="zeros"))
+    stacked = b("Concat", *samples, axis=3)  # [B * M, D, Q, L * P]
+    lp = b("Mul", points, b.ints([num_levels]))
+    w = b("Transpose", attn, perm=[0, 2, 1, 3, 4])  # [B, M, Q, L, P]
+    w = reshape(w, bm, b.ints([1]), queries, lp)
+    out = b("ReduceSum", b("Mul", stacked, w), b.ints([3]), keepdims=0)  # [B * M, D, Q]
+    out = b("Transpose", reshape(out, batch, heads, channels, queries), perm=[0, 3, 1, 2])
+    return reshape(out, batch, queries, b("Mul", heads, channels))
+
+
+def _attr_suffix(value) -> str:
+    first = value[0] if isinstance(value, (list, tuple)) else value
+    return "s" if isinstance(first, str) else "f" if isinstance(first, float) else "i"
+
+
+class _TSBuilder:
+    def __init__(self, g):
+        self.g = g
+
+    def __call__(self, name, *inputs, **attrs):
+        return self.g.op(name, *inputs, **{f"{k}_{_attr_suffix(v)}": v for k, v in attrs.items()})
+
+    def ints(self, values):
+        return self.g.op("Constant", value_t=torch.tensor(values, dtype=torch.int64))
+
+    def float_like(self, value, like):
+        return self.g.op("CastLike", self.g.op("Constant", value_t=torch.tensor(value, dtype=torch.float32)), like)
+
+
+class _OnnxscriptBuilder:
+    def __init__(self, opset):
+        self.op = opset
+
+    def __call__(self, name, *inputs, **attrs):
+        return getattr(self.op, name)(*inputs, **attrs)
+
+    def ints(self, values):
+        if isinstance(values, list):
+            return self.op.Constant(value_ints=values)
+        return self.op.Constant(value_int=values)
+
+    def float_like(self, value, like):
+        return self.op.CastLike(self.op.Constant(value_float=value), like)
 
 
 # --------------------------------------------------------------------------
@@ -220,6 +326,19 @@ def _ts_multi_level_roi_align(g, features, rois, output_size, spatial_scales, sa
     )
 
 
+@sh.parse_args("v", "v", "s", "b", "i")
+def _ts_bbox_overlaps(g, bboxes1, bboxes2, mode, aligned, offset):
+    return _bbox_overlaps_graph(_TSBuilder(g), bboxes1, bboxes2, mode, aligned, offset)
+
+
+def _ts_ms_deform_attn(g, value, spatial_shapes, level_start_index, loc, attn):
+    sizes = sh._get_tensor_sizes(loc)
+    if sizes is None or len(sizes) != 6 or sizes[3] is None:
+        raise ValueError("mmops.onnx: ms_deform_attn needs sampling_locations of static rank 6 and level count")
+    mode = "linear" if g.opset >= 20 else "bilinear"
+    return _ms_deform_attn_graph(_TSBuilder(g), value, spatial_shapes, level_start_index, loc, attn, sizes[3], mode)
+
+
 _TS_SYMBOLICS = {
     "roi_align": (sh.parse_args("v", "v", "is", "f", "i", "s", "b")(_ts_roi_align), 16),
     "roi_pool": (sh.parse_args("v", "v", "is", "f")(_ts_roi_pool), 16),
@@ -232,7 +351,7 @@ _TS_SYMBOLICS = {
         _ts_custom("SoftNMS", "vvfffs", ["iou_threshold", "sigma", "min_score", "method"], outputs=2),
         16,
     ),
-    "bbox_overlaps": (_ts_custom("BBoxOverlaps", "vvsbi", ["mode", "aligned", "offset"]), 16),
+    "bbox_overlaps": (_ts_bbox_overlaps, 16),
     "sigmoid_focal_loss": (
         _ts_custom("SigmoidFocalLoss", "vvffvs", ["gamma", "alpha", "reduction"]),
         16,
@@ -241,7 +360,7 @@ _TS_SYMBOLICS = {
         _ts_custom("SoftmaxFocalLoss", "vvffvs", ["gamma", "alpha", "reduction"]),
         16,
     ),
-    "ms_deform_attn": (_ts_custom("MSDeformAttn", "vvvvv", []), 16),
+    "ms_deform_attn": (_ts_ms_deform_attn, 16),
 }
 
 
@@ -282,11 +401,6 @@ _CUSTOM_SCHEMAS = {
         [("dets", "T"), ("keep", "tensor(int64)")],
         dict(iou_threshold="f", sigma="f", min_score="f", method="s"),
     ),
-    "BBoxOverlaps": (
-        [("bboxes1", "T", ""), ("bboxes2", "T", "")],
-        [("Y", "T")],
-        dict(mode="s", aligned="i", offset="i"),
-    ),
     "SigmoidFocalLoss": (
         [("input", "T", ""), ("target", "I", ""), ("weight", "T", "optional")],
         [("loss", "T")],
@@ -296,17 +410,6 @@ _CUSTOM_SCHEMAS = {
         [("input", "T", ""), ("target", "I", ""), ("weight", "T", "optional")],
         [("loss", "T")],
         dict(gamma="f", alpha="f", reduction="s"),
-    ),
-    "MSDeformAttn": (
-        [
-            ("value", "T", ""),
-            ("spatial_shapes", "I", ""),
-            ("level_start_index", "I", ""),
-            ("sampling_locations", "T", ""),
-            ("attention_weights", "T", ""),
-        ],
-        [("output", "T")],
-        {},
     ),
 }
 
@@ -477,7 +580,7 @@ def _dynamo_functions() -> Dict[Any, Callable]:
         return mm.SoftNMS(boxes, scores, method=method, _outputs=2, **attrs)
 
     def bbox_overlaps(bboxes1, bboxes2, mode="iou", aligned=False, offset=0):
-        return mm.BBoxOverlaps(bboxes1, bboxes2, mode=mode, aligned=int(aligned), offset=int(offset))
+        return _bbox_overlaps_graph(_OnnxscriptBuilder(op), bboxes1, bboxes2, mode, aligned, offset)
 
     def focal(name):
         def loss(input, target, gamma=2.0, alpha=0.25, weight=None, reduction="mean"):
@@ -487,7 +590,9 @@ def _dynamo_functions() -> Dict[Any, Callable]:
         return loss
 
     def ms_deform_attn(value, spatial_shapes, level_start_index, sampling_locations, attention_weights):
-        return mm.MSDeformAttn(value, spatial_shapes, level_start_index, sampling_locations, attention_weights)
+        levels = sampling_locations.shape[3]
+        args = (value, spatial_shapes, level_start_index, sampling_locations, attention_weights)
+        return _ms_deform_attn_graph(_OnnxscriptBuilder(op), *args, int(levels), "bilinear")
 
     ops = torch.ops.mmops
     return {

@@ -32,7 +32,7 @@ class Wrap(torch.nn.Module):
 def export(fn, args, exporter, names, dynamic=None, opset=19):
     """The ONNX ModelProto of Wrap(fn) exported with torch.onnx.export as a user
     would call it (no mmops arguments); dynamic: {input name: [dynamic dims]}."""
-    model = Wrap(fn)
+    model = Wrap(fn).eval()  # the TorchScript exporter restores the mode it found, in every submodule
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         if exporter == "dynamo":
@@ -327,6 +327,87 @@ def test_deform_conv_module_dynamic_batch():
     )
 
 
+# --------------------------------------------------------------------------- composites
+
+
+def _box_sets(m, n, seed):
+    """Two box sets with a NaN, an Inf, a reversed and a zero-size box among them."""
+    g = torch.Generator().manual_seed(seed)
+    xy1, xy2 = torch.rand(m, 2, generator=g) * 10, torch.rand(n, 2, generator=g) * 10
+    b1 = torch.cat([xy1, xy1 + torch.rand(m, 2, generator=g) * 6], 1)
+    b2 = torch.cat([xy2, xy2 + torch.rand(n, 2, generator=g) * 6], 1)
+    if m >= 4:
+        b1[0, 1], b1[1, 2] = float("nan"), float("inf")
+        b1[2], b1[3] = torch.tensor([6.0, 6.0, 2.0, 2.0]), torch.tensor([4.0, 4.0, 4.0, 4.0])
+    return b1, b2
+
+
+@pytest.mark.parametrize("exporter", EXPORTERS)
+@pytest.mark.parametrize(
+    "mode,aligned,offset", [("iou", False, 0), ("iof", False, 1), ("iou", True, 1), ("iof", True, 0)]
+)
+def test_bbox_overlaps(exporter, mode, aligned, offset):
+    """A composite of elementwise ops in mmops' operation order: equal to the bit (float32)."""
+
+    def fn(b1, b2):
+        return ops.bbox_overlaps(b1, b2, mode, aligned, offset)
+
+    n = 7 if aligned else 5
+    dyn = {"b1": [0], "b2": [0]}
+    other = _box_sets(4, 4 if aligned else 9, 21)
+    model = check(fn, _box_sets(7, n, 20), exporter, ["b1", "b2"], "Div", dict(atol=0, rtol=0), dyn, other)
+    empty = (torch.zeros(0, 4), torch.zeros(0 if aligned else 3, 4))
+    assert run(model, ["b1", "b2"], empty)[0].shape == fn(*empty).shape
+
+
+def _msda_inputs(batch, queries, seed):
+    g = torch.Generator().manual_seed(seed)
+    shapes = torch.tensor([[4, 5], [2, 3], [1, 1]])
+    starts = torch.tensor([0, 20, 26])
+    heads, channels, points = 2, 3, 2
+    value = torch.randn(batch, 27, heads, channels, generator=g)
+    # locations also outside [0, 1]: zero padding
+    loc = torch.rand(batch, queries, heads, 3, points, 2, generator=g) * 1.4 - 0.2
+    attn = torch.rand(batch, queries, heads, 3, points, generator=g)
+    return value, shapes, starts, loc, attn
+
+
+@pytest.mark.parametrize("exporter", EXPORTERS)
+def test_ms_deform_attn(exporter):
+    """GridSample per level (mmcv's PyTorch path), dynamic batch and query counts."""
+    fn = ops.ms_deform_attn
+    names = ["value", "spatial_shapes", "level_start_index", "loc", "attn"]
+    dyn = {"value": [0], "loc": [0, 1], "attn": [0, 1]}
+    tol = dict(atol=1e-5, rtol=1e-5)
+    model = check(fn, _msda_inputs(2, 5, 22), exporter, names, "GridSample", tol, dyn, _msda_inputs(3, 7, 23))
+    empty = _msda_inputs(1, 0, 24)
+    assert run(model, names, empty)[0].shape == fn(*empty).shape
+
+
+@pytest.mark.parametrize("exporter", EXPORTERS)
+def test_ms_deform_attn_module(exporter):
+    """mmops.MultiScaleDeformableAttention (mmcv's module) exports whole."""
+    torch.manual_seed(25)
+    attn = mmops.MultiScaleDeformableAttention(embed_dims=8, num_heads=2, num_levels=2, num_points=2, batch_first=True)
+    attn.eval()
+    shapes = torch.tensor([[4, 4], [2, 2]])
+    starts = torch.tensor([0, 16])
+    query, value = torch.randn(1, 6, 8), torch.randn(1, 20, 8)
+    ref = torch.rand(1, 6, 2, 2)
+
+    class Layer(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.attn = attn
+
+        def forward(self, query, value, ref):
+            return self.attn(query, value=value, reference_points=ref, spatial_shapes=shapes, level_start_index=starts)
+
+    fn = Layer().eval()
+    with torch.no_grad():
+        check(fn, (query, value, ref), exporter, ["query", "value", "ref"], "GridSample", dict(atol=1e-5, rtol=1e-5))
+
+
 # --------------------------------------------------------------------------- custom-domain fallbacks
 
 
@@ -336,9 +417,6 @@ def _custom_cases():
     g = torch.Generator().manual_seed(18)
     logits, target = torch.randn(6, 4, generator=g), torch.randint(0, 5, (6,), generator=g)
     weight = torch.rand(4, generator=g)
-    value = torch.randn(2, 5 + 4, 2, 3, generator=g)
-    shapes, starts = torch.tensor([[1, 5], [2, 2]]), torch.tensor([0, 5])
-    loc, attn = torch.rand(2, 3, 2, 2, 2, 2, generator=g), torch.rand(2, 3, 2, 2, 2, generator=g)
     return {
         "MultiLevelRoIAlign": (
             lambda x, r: ops.multi_level_roi_align(
@@ -347,13 +425,11 @@ def _custom_cases():
             (x, rois),
         ),
         "SoftNMS": (lambda b, s: ops.soft_nms(b, s, 0.3, 0.5, 1e-3, "gaussian"), (boxes, scores)),
-        "BBoxOverlaps": (lambda a, b: ops.bbox_overlaps(a, b, "iof", False, 1), (boxes, boxes[:3])),
         "SigmoidFocalLoss": (
             lambda i, t, w: ops.sigmoid_focal_loss(i, t, 2.0, 0.25, w, "sum"),
             (logits, target, weight),
         ),
         "SoftmaxFocalLoss": (lambda i, t: ops.softmax_focal_loss(i, t, 2.0, 0.25, None, "none"), (logits, target % 4)),
-        "MSDeformAttn": (lambda v, s, l, p, a: ops.ms_deform_attn(v, s, l, p, a), (value, shapes, starts, loc, attn)),
     }
 
 
