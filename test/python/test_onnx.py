@@ -3,6 +3,7 @@ torch.onnx exporters, run in onnxruntime on the CPU against the eager op; the gr
 hold the standard ONNX op where one is claimed, a mmops-domain node otherwise."""
 
 import io
+import os
 import warnings
 
 import pytest
@@ -473,5 +474,8 @@ def test_import_mmops_does_not_import_onnx():
     import sys
 
     code = "import sys, mmops; assert 'onnxscript' not in sys.modules and 'onnx' not in sys.modules; print('ok')"
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    package_root = os.path.dirname(os.path.dirname(mmops.__file__))
+    env = dict(os.environ, MMOPS_LIBRARY=mmops.library_path)
+    env["PYTHONPATH"] = os.pathsep.join([package_root] + [p for p in [os.environ.get("PYTHONPATH")] if p])
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env=env)
     assert out.stdout.strip() == "ok", out.stderr
