@@ -33,7 +33,7 @@ _FLOAT_LOWEST = -3.4028234663852886e38
 # custom-domain node of each op that has no exact standard mapping
 CUSTOM_OPS = {
     "roi_align (max, sampling_ratio=0)": "mmops::RoIAlignMax",
-    "multi_level_roi_align": "mmops::MultiLevelRoIAlign",
+    "multi_level_roi_align (max, sampling_ratio=0)": "mmops::MultiLevelRoIAlign",
     "soft_nms": "mmops::SoftNMS",
     "sigmoid_focal_loss": "mmops::SigmoidFocalLoss",
     "softmax_focal_loss": "mmops::SoftmaxFocalLoss",
@@ -121,6 +121,26 @@ def _ms_deform_attn_graph(b, value, spatial_shapes, level_start_index, loc, attn
     out = b("ReduceSum", b("Mul", stacked, w), b.ints([3]), keepdims=0)  # [B * M, D, Q]
     out = b("Transpose", reshape(out, batch, heads, channels, queries), perm=[0, 3, 1, 2])
     return reshape(out, batch, queries, b("Mul", heads, channels))
+
+
+def _fpn_select(b, rois, per_level, finest_scale):
+    """multi_level_roi_align from per-level results: each roi's row from the map of its mmdet
+    level floor(log2(sqrt(w * h) / finest_scale + 1e-6)), clamped; level 0 for NaN."""
+    if len(per_level) == 1:
+        return per_level[0]
+    cols = [b("Slice", rois, b.ints([i]), b.ints([i + 1]), b.ints([1])) for i in range(1, 5)]
+    area = b("Mul", b("Sub", cols[2], cols[0]), b("Sub", cols[3], cols[1]))
+    scale = b("Div", b("Sqrt", area), b.float_like(float(finest_scale), rois))
+    log = b("Log", b("Add", scale, b.float_like(1e-6, rois)))
+    level = b("Floor", b("Div", log, b.float_like(math.log(2.0), rois)))  # [K, 1]
+    out = per_level[0]
+    for lvl in range(1, len(per_level)):
+        at = b.float_like(float(lvl), rois)
+        # the last level takes every level above it; NaN compares false: level 0
+        picked = b("GreaterOrEqual" if lvl == len(per_level) - 1 else "Equal", level, at)
+        mask = b("Reshape", picked, b.ints([-1, 1, 1, 1]))
+        out = b("Where", mask, per_level[lvl], out)
+    return out
 
 
 def _attr_suffix(value) -> str:
@@ -312,18 +332,29 @@ def _ts_custom(name: str, arg_kinds: str, attr_names: Sequence[str], outputs: in
 
 def _ts_multi_level_roi_align(g, features, rois, output_size, spatial_scales, sampling_ratio, pool_mode, aligned, fs):
     maps = sh._unpack_list(features)
-    return g.op(
-        f"{DOMAIN}::MultiLevelRoIAlign",
-        rois,
-        *maps,
-        output_height_i=sh._get_const(output_size, "is", "output_size")[0],
-        output_width_i=sh._get_const(output_size, "is", "output_size")[1],
-        spatial_scales_f=sh._get_const(spatial_scales, "fs", "spatial_scales"),
-        sampling_ratio_i=sh._get_const(sampling_ratio, "i", "sampling_ratio"),
-        pool_mode_s=sh._get_const(pool_mode, "s", "pool_mode"),
-        aligned_i=int(sh._get_const(aligned, "b", "aligned")),
-        finest_scale_i=sh._get_const(fs, "i", "finest_scale"),
-    )
+    output_size = sh._get_const(output_size, "is", "output_size")
+    scales = sh._get_const(spatial_scales, "fs", "spatial_scales")
+    sampling_ratio = sh._get_const(sampling_ratio, "i", "sampling_ratio")
+    pool_mode = sh._get_const(pool_mode, "s", "pool_mode")
+    aligned = bool(sh._get_const(aligned, "b", "aligned"))
+    fs = sh._get_const(fs, "i", "finest_scale")
+    if pool_mode == "max" and sampling_ratio <= 0:
+        attrs = dict(spatial_scales_f=scales, sampling_ratio_i=sampling_ratio, pool_mode_s=pool_mode)
+        return g.op(
+            f"{DOMAIN}::MultiLevelRoIAlign",
+            rois,
+            *maps,
+            output_height_i=output_size[0],
+            output_width_i=output_size[1],
+            aligned_i=int(aligned),
+            finest_scale_i=fs,
+            **attrs,
+        )
+    per_level = [
+        _ts_roi_align(g, m, rois, output_size, scale, sampling_ratio, pool_mode, aligned)
+        for m, scale in zip(maps, scales)
+    ]
+    return _fpn_select(_TSBuilder(g), rois, per_level, fs)
 
 
 @sh.parse_args("v", "v", "s", "b", "i")
@@ -555,17 +586,23 @@ def _dynamo_functions() -> Dict[Any, Callable]:
     def multi_level_roi_align(
         features, rois, output_size, spatial_scales, sampling_ratio=0, pool_mode="avg", aligned=True, finest_scale=56
     ):
-        return mm.MultiLevelRoIAlign(
-            rois,
-            *features,
-            output_height=output_size[0],
-            output_width=output_size[1],
-            spatial_scales=[float(x) for x in spatial_scales],
-            sampling_ratio=int(sampling_ratio),
-            pool_mode=pool_mode,
-            aligned=int(aligned),
-            finest_scale=int(finest_scale),
-        )
+        if pool_mode == "max" and sampling_ratio <= 0:
+            return mm.MultiLevelRoIAlign(
+                rois,
+                *features,
+                output_height=output_size[0],
+                output_width=output_size[1],
+                spatial_scales=[float(x) for x in spatial_scales],
+                sampling_ratio=int(sampling_ratio),
+                pool_mode=pool_mode,
+                aligned=int(aligned),
+                finest_scale=int(finest_scale),
+            )
+        per_level = [
+            roi_align(m, rois, output_size, scale, sampling_ratio, pool_mode, aligned)
+            for m, scale in zip(features, spatial_scales)
+        ]
+        return _fpn_select(_OnnxscriptBuilder(op), rois, per_level, finest_scale)
 
     def multi_level_roi_align_forward(
         features, rois, output_size, spatial_scales, sampling_ratio, pool_mode, aligned, finest_scale

@@ -3,6 +3,7 @@ torch.onnx exporters, run in onnxruntime on the CPU against the eager op; the gr
 hold the standard ONNX op where one is claimed, a mmops-domain node otherwise."""
 
 import io
+import math
 import os
 import warnings
 
@@ -161,6 +162,36 @@ def test_roi_align_max_adaptive_is_custom(exporter):
     attrs = {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
     assert attrs["output_height"] == 2 and attrs["aligned"] == 1 and attrs["sampling_ratio"] == 0
     assert any(o.domain == "mmops" for o in model.opset_import)
+
+
+def _fpn_inputs(num_rois, seed):
+    """4 maps (strides 4 to 32) of a 256 x 192 image; boxes of 8 to 400 pixels and a large one: every level is used."""
+    g = torch.Generator().manual_seed(seed)
+    feats = [torch.randn(2, 3, 64 // 2**i, 48 // 2**i, generator=g) for i in range(4)]
+    size = torch.exp(torch.rand(num_rois, 2, generator=g) * math.log(50.0)) * 8
+    xy = torch.rand(num_rois, 2, generator=g) * 200
+    batch = torch.randint(0, 2, (num_rois, 1), generator=g).float()
+    rois = torch.cat([batch, xy, xy + size], 1)
+    rois[0, 1:] = torch.tensor([10.0, 10.0, 10.0 + 112.0, 10.0 + 112.0])  # exactly level 1's lower edge
+    rois[1, 1:] = torch.tensor([0.0, 0.0, 500.0, 480.0])  # level 3
+    return feats, rois
+
+
+@pytest.mark.parametrize("exporter", EXPORTERS)
+@pytest.mark.parametrize("sampling_ratio,pool_mode,aligned", [(0, "avg", True), (2, "avg", False), (2, "max", True)])
+def test_multi_level_roi_align(exporter, sampling_ratio, pool_mode, aligned):
+    """One RoiAlign per level, then each roi's row by its mmdet level (Where)."""
+    scales = [1 / 4, 1 / 8, 1 / 16, 1 / 32]
+
+    def fn(f0, f1, f2, f3, rois):
+        return ops.multi_level_roi_align([f0, f1, f2, f3], rois, [3, 3], scales, sampling_ratio, pool_mode, aligned, 56)
+
+    feats, rois = _fpn_inputs(24, 26)
+    levels = torch.floor(torch.log2(((rois[:, 3] - rois[:, 1]) * (rois[:, 4] - rois[:, 2])).sqrt() / 56 + 1e-6))
+    assert set(levels.clamp(0, 3).tolist()) == {0.0, 1.0, 2.0, 3.0}
+    other = (*feats, _fpn_inputs(9, 27)[1])
+    names = ["f0", "f1", "f2", "f3", "rois"]
+    check(fn, (*feats, rois), exporter, names, "RoiAlign", dict(atol=1e-5, rtol=1e-5), {"rois": [0]}, other)
 
 
 # --------------------------------------------------------------------------- roi_pool
@@ -421,7 +452,7 @@ def _custom_cases():
     return {
         "MultiLevelRoIAlign": (
             lambda x, r: ops.multi_level_roi_align(
-                [x, x[:, :, ::2, ::2]], r, [2, 2], [0.25, 0.125], 2, "avg", True, 56
+                [x, x[:, :, ::2, ::2]], r, [2, 2], [0.25, 0.125], 0, "max", True, 56
             ),
             (x, rois),
         ),
