@@ -100,7 +100,8 @@ def test_roi_align(exporter, sampling_ratio, pool_mode, aligned):
     x, rois = _roi_inputs(7, 0)
     other = _roi_inputs(11, 1)
     tol = dict(atol=1e-5, rtol=1e-5)
-    check(fn, (x, rois), exporter, ["x", "rois"], "RoiAlign", tol, {"rois": [0]}, other)
+    model = check(fn, (x, rois), exporter, ["x", "rois"], "RoiAlign", tol, {"rois": [0]}, other)
+    assert run(model, ["x", "rois"], (x, rois[:0]))[0].shape == (0, 3, 3, 2)
 
 
 @pytest.mark.parametrize("exporter", EXPORTERS)
@@ -191,7 +192,8 @@ def test_multi_level_roi_align(exporter, sampling_ratio, pool_mode, aligned):
     assert set(levels.clamp(0, 3).tolist()) == {0.0, 1.0, 2.0, 3.0}
     other = (*feats, _fpn_inputs(9, 27)[1])
     names = ["f0", "f1", "f2", "f3", "rois"]
-    check(fn, (*feats, rois), exporter, names, "RoiAlign", dict(atol=1e-5, rtol=1e-5), {"rois": [0]}, other)
+    model = check(fn, (*feats, rois), exporter, names, "RoiAlign", dict(atol=1e-5, rtol=1e-5), {"rois": [0]}, other)
+    assert run(model, names, (*feats, rois[:0]))[0].shape == (0, 3, 3, 3)
 
 
 # --------------------------------------------------------------------------- roi_pool
@@ -209,7 +211,8 @@ def test_roi_pool(exporter):
     halves = torch.tensor([[0, 0.5, 1.5, 7.5, 9.5], [1, 3.0, 5.0, 13.0, 11.0], [0, -1.0, -3.0, 21.0, 3.0]])
     rois = torch.cat([rois, halves])
     other = random_rois(4, 2, 10, 9, spatial_scale=0.5, extra=False, generator=g)
-    check(fn, (x, rois), exporter, ["x", "rois"], "MaxRoiPool", dict(atol=0, rtol=0), {"rois": [0]}, (x, other))
+    model = check(fn, (x, rois), exporter, ["x", "rois"], "MaxRoiPool", dict(atol=0, rtol=0), {"rois": [0]}, (x, other))
+    assert run(model, ["x", "rois"], (x, rois[:0]))[0].shape == (0, 3, 3, 2)
 
 
 # --------------------------------------------------------------------------- nms
