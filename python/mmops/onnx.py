@@ -14,7 +14,7 @@ is optional, and torch.onnx has no public hook to register lazily.
 
 Standard ONNX ops where the semantics match (RoiAlign, MaxRoiPool,
 NonMaxSuppression, DeformConv, and composites for bbox_overlaps and
-ms_deform_attn); nodes of the custom domain ``mmops`` (version 1) where they
+ms_deform_attn, multi_level_roi_align and the focal losses); nodes of the custom domain ``mmops`` (version 1) where they
 do not, which need an ONNX runtime that implements them.
 """
 
@@ -35,8 +35,6 @@ CUSTOM_OPS = {
     "roi_align (max, sampling_ratio=0)": "mmops::RoIAlignMax",
     "multi_level_roi_align (max, sampling_ratio=0)": "mmops::MultiLevelRoIAlign",
     "soft_nms": "mmops::SoftNMS",
-    "sigmoid_focal_loss": "mmops::SigmoidFocalLoss",
-    "softmax_focal_loss": "mmops::SoftmaxFocalLoss",
 }
 
 
@@ -141,6 +139,54 @@ def _fpn_select(b, rois, per_level, finest_scale):
         mask = b("Reshape", picked, b.ints([-1, 1, 1, 1]))
         out = b("Where", mask, per_level[lvl], out)
     return out
+
+
+def _reduce_loss(b, loss, reduction):
+    if reduction == "none":
+        return loss
+    if reduction not in ("mean", "sum"):
+        raise ValueError(f"mmops.onnx: focal loss reduction must be 'none', 'mean' or 'sum', got {reduction!r}")
+    total = b("ReduceSum", loss, keepdims=0)
+    if reduction == "sum":
+        return total
+    rows = b("CastLike", b("Gather", b("Shape", loss), b.ints(0)), loss)
+    return b("Div", total, rows)  # mmcv: sum / N (rows); no rows: 0 / 0 = NaN, as torch.mean
+
+
+def _row_weight(b, weight, target, like):
+    """weight[target] as [N, 1]; 1 for the background class C (sigmoid) when weight is given."""
+    padded = b("Concat", weight, b("Reshape", b.float_like(1.0, like), b.ints([1])), axis=0)
+    return b("Unsqueeze", b("Gather", padded, target, axis=0), b.ints([1]))
+
+
+def _sigmoid_focal_loss_graph(b, input, target, gamma, alpha, weight, reduction):
+    """-alpha (1 - p)^gamma log p at the target class, -(1 - alpha) p^gamma log(1 - p)
+    elsewhere; log p = -softplus(-x), log(1 - p) = -softplus(x) (stable log-sigmoids)."""
+    p = b("Sigmoid", input)
+    one, g = b.float_like(1.0, input), b.float_like(float(gamma), input)
+    classes = b("Range", b.ints(0), b("Gather", b("Shape", input), b.ints(1)), b.ints(1))
+    positive = b("Equal", b("Unsqueeze", b("Cast", target, to=7), b.ints([1])), b("Unsqueeze", classes, b.ints([0])))
+    pos = b(
+        "Mul",
+        b("Mul", b.float_like(float(alpha), input), b("Pow", b("Sub", one, p), g)),
+        b("Softplus", b("Neg", input)),
+    )
+    neg = b("Mul", b("Mul", b.float_like(1.0 - float(alpha), input), b("Pow", p, g)), b("Softplus", input))
+    loss = b("Where", positive, pos, neg)
+    if weight is not None:
+        loss = b("Mul", loss, _row_weight(b, weight, b("Cast", target, to=7), input))
+    return _reduce_loss(b, loss, reduction)
+
+
+def _softmax_focal_loss_graph(b, input, target, gamma, alpha, weight, reduction):
+    """-alpha (1 - p)^gamma log p per row, p the softmax at the target, log p from LogSoftmax."""
+    t = b("Unsqueeze", b("Cast", target, to=7), b.ints([1]))
+    logp = b("GatherElements", b("LogSoftmax", input, axis=1), t, axis=1)  # [N, 1]
+    one, g = b.float_like(1.0, input), b.float_like(float(gamma), input)
+    loss = b("Mul", b("Mul", b.float_like(-float(alpha), input), b("Pow", b("Sub", one, b("Exp", logp)), g)), logp)
+    if weight is not None:
+        loss = b("Mul", loss, b("Unsqueeze", b("Gather", weight, b("Cast", target, to=7), axis=0), b.ints([1])))
+    return _reduce_loss(b, b("Reshape", loss, b.ints([-1])), reduction)
 
 
 def _attr_suffix(value) -> str:
@@ -370,6 +416,15 @@ def _ts_ms_deform_attn(g, value, spatial_shapes, level_start_index, loc, attn):
     return _ms_deform_attn_graph(_TSBuilder(g), value, spatial_shapes, level_start_index, loc, attn, sizes[3], mode)
 
 
+def _ts_focal(graph):
+    @sh.parse_args("v", "v", "f", "f", "v", "s")
+    def symbolic(g, input, target, gamma, alpha, weight, reduction):
+        weight = None if sh._is_none(weight) else weight
+        return graph(_TSBuilder(g), input, target, gamma, alpha, weight, reduction)
+
+    return symbolic
+
+
 _TS_SYMBOLICS = {
     "roi_align": (sh.parse_args("v", "v", "is", "f", "i", "s", "b")(_ts_roi_align), 16),
     "roi_pool": (sh.parse_args("v", "v", "is", "f")(_ts_roi_pool), 16),
@@ -383,14 +438,8 @@ _TS_SYMBOLICS = {
         16,
     ),
     "bbox_overlaps": (_ts_bbox_overlaps, 16),
-    "sigmoid_focal_loss": (
-        _ts_custom("SigmoidFocalLoss", "vvffvs", ["gamma", "alpha", "reduction"]),
-        16,
-    ),
-    "softmax_focal_loss": (
-        _ts_custom("SoftmaxFocalLoss", "vvffvs", ["gamma", "alpha", "reduction"]),
-        16,
-    ),
+    "sigmoid_focal_loss": (_ts_focal(_sigmoid_focal_loss_graph), 16),
+    "softmax_focal_loss": (_ts_focal(_softmax_focal_loss_graph), 16),
     "ms_deform_attn": (_ts_ms_deform_attn, 16),
 }
 
@@ -431,16 +480,6 @@ _CUSTOM_SCHEMAS = {
         [("boxes", "T", ""), ("scores", "T2", "")],
         [("dets", "T"), ("keep", "tensor(int64)")],
         dict(iou_threshold="f", sigma="f", min_score="f", method="s"),
-    ),
-    "SigmoidFocalLoss": (
-        [("input", "T", ""), ("target", "I", ""), ("weight", "T", "optional")],
-        [("loss", "T")],
-        dict(gamma="f", alpha="f", reduction="s"),
-    ),
-    "SoftmaxFocalLoss": (
-        [("input", "T", ""), ("target", "I", ""), ("weight", "T", "optional")],
-        [("loss", "T")],
-        dict(gamma="f", alpha="f", reduction="s"),
     ),
 }
 
@@ -619,10 +658,9 @@ def _dynamo_functions() -> Dict[Any, Callable]:
     def bbox_overlaps(bboxes1, bboxes2, mode="iou", aligned=False, offset=0):
         return _bbox_overlaps_graph(_OnnxscriptBuilder(op), bboxes1, bboxes2, mode, aligned, offset)
 
-    def focal(name):
+    def focal(graph):
         def loss(input, target, gamma=2.0, alpha=0.25, weight=None, reduction="mean"):
-            inputs = [input, target] + ([weight] if weight is not None else [])
-            return getattr(mm, name)(*inputs, gamma=float(gamma), alpha=float(alpha), reduction=reduction)
+            return graph(_OnnxscriptBuilder(op), input, target, gamma, alpha, weight, reduction)
 
         return loss
 
@@ -645,8 +683,8 @@ def _dynamo_functions() -> Dict[Any, Callable]:
         ops._multi_level_roi_align_forward.default: multi_level_roi_align_forward,
         ops.soft_nms.default: soft_nms,
         ops.bbox_overlaps.default: bbox_overlaps,
-        ops.sigmoid_focal_loss.default: focal("SigmoidFocalLoss"),
-        ops.softmax_focal_loss.default: focal("SoftmaxFocalLoss"),
+        ops.sigmoid_focal_loss.default: focal(_sigmoid_focal_loss_graph),
+        ops.softmax_focal_loss.default: focal(_softmax_focal_loss_graph),
         ops.ms_deform_attn.default: ms_deform_attn,
     }
 

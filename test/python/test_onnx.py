@@ -443,15 +443,43 @@ def test_ms_deform_attn_module(exporter):
         check(fn, (query, value, ref), exporter, ["query", "value", "ref"], "GridSample", dict(atol=1e-5, rtol=1e-5))
 
 
+def _focal_inputs(n, seed, background):
+    g = torch.Generator().manual_seed(seed)
+    logits = torch.randn(n, 5, generator=g) * 4
+    if n:
+        logits[0] = torch.tensor([30.0, -30.0, 0.0, 12.0, -12.0])  # saturated sigmoid / softmax
+    return logits, torch.randint(0, 6 if background else 5, (n,), generator=g), torch.rand(5, generator=g) + 0.5
+
+
+@pytest.mark.parametrize("exporter", EXPORTERS)
+@pytest.mark.parametrize("reduction,weighted", [("none", True), ("mean", False), ("sum", True)])
+@pytest.mark.parametrize("loss", ["sigmoid", "softmax"])
+def test_focal_losses(exporter, reduction, weighted, loss):
+    """Elementwise composites (log-sigmoid as -Softplus, LogSoftmax), dynamic N, empty N."""
+    op = ops.sigmoid_focal_loss if loss == "sigmoid" else ops.softmax_focal_loss
+    names = ["input", "target", "weight"] if weighted else ["input", "target"]
+
+    def fn(input, target, weight=None):
+        return op(input, target, 1.5, 0.3, weight, reduction)
+
+    def inputs(n, seed):
+        a = _focal_inputs(n, seed, loss == "sigmoid")
+        return a if weighted else a[:2]
+
+    tol = dict(atol=1e-5, rtol=1e-5)
+    dyn = {"input": [0], "target": [0]}
+    onnx_op = "Softplus" if loss == "sigmoid" else "LogSoftmax"
+    model = check(fn, inputs(9, 28), exporter, names, onnx_op, tol, dyn, inputs(4, 29))
+    empty = inputs(0, 30)
+    torch.testing.assert_close(run(model, names, empty)[0], fn(*empty), equal_nan=True)
+
+
 # --------------------------------------------------------------------------- custom-domain fallbacks
 
 
 def _custom_cases():
     boxes, scores = _boxes(8, 16)
     x, rois = _roi_inputs(5, 17)
-    g = torch.Generator().manual_seed(18)
-    logits, target = torch.randn(6, 4, generator=g), torch.randint(0, 5, (6,), generator=g)
-    weight = torch.rand(4, generator=g)
     return {
         "MultiLevelRoIAlign": (
             lambda x, r: ops.multi_level_roi_align(
@@ -460,11 +488,6 @@ def _custom_cases():
             (x, rois),
         ),
         "SoftNMS": (lambda b, s: ops.soft_nms(b, s, 0.3, 0.5, 1e-3, "gaussian"), (boxes, scores)),
-        "SigmoidFocalLoss": (
-            lambda i, t, w: ops.sigmoid_focal_loss(i, t, 2.0, 0.25, w, "sum"),
-            (logits, target, weight),
-        ),
-        "SoftmaxFocalLoss": (lambda i, t: ops.softmax_focal_loss(i, t, 2.0, 0.25, None, "none"), (logits, target % 4)),
     }
 
 
