@@ -13,9 +13,9 @@ It is not imported by ``import mmops``: onnxscript takes seconds to import and
 is optional, and torch.onnx has no public hook to register lazily.
 
 Standard ONNX ops where the semantics match (RoiAlign, MaxRoiPool,
-NonMaxSuppression, DeformConv, and composites for bbox_overlaps and
-ms_deform_attn, multi_level_roi_align and the focal losses); nodes of the custom domain ``mmops`` (version 1) where they
-do not, which need an ONNX runtime that implements them.
+NonMaxSuppression, DeformConv, GridSample, and composites of plain ops);
+nodes of the custom domain ``mmops`` (version 1) where they do not: soft_nms and
+max pooling with an adaptive grid. Those need a runtime that implements them.
 """
 
 import math
@@ -455,8 +455,7 @@ def _register_torchscript() -> None:
 
 
 _FLOATS = ["tensor(float)", "tensor(double)", "tensor(float16)", "tensor(bfloat16)"]
-_INTS = ["tensor(int64)", "tensor(int32)", "tensor(int16)", "tensor(int8)", "tensor(uint8)"]
-# name: (inputs as (name, type, "" / "optional" / "variadic"), outputs, attributes as name: kind)
+# name: (inputs as (name, type, "" / "variadic"), outputs, attributes as name: kind)
 _CUSTOM_SCHEMAS = {
     "RoIAlignMax": (
         [("X", "T", ""), ("rois", "T", "")],
@@ -490,8 +489,7 @@ def _register_custom_schemas() -> None:
 
     S = onnx.defs.OpSchema
     attr_types = {"i": S.AttrType.INT, "f": S.AttrType.FLOAT, "s": S.AttrType.STRING, "fs": S.AttrType.FLOATS}
-    option = {"": S.FormalParameterOption.Single, "optional": S.FormalParameterOption.Optional}
-    option["variadic"] = S.FormalParameterOption.Variadic
+    option = {"": S.FormalParameterOption.Single, "variadic": S.FormalParameterOption.Variadic}
     for name, (inputs, outputs, attrs) in _CUSTOM_SCHEMAS.items():
         if onnx.defs.has(name, DOMAIN):
             continue
@@ -502,7 +500,7 @@ def _register_custom_schemas() -> None:
             f"mmops::{name}: the mmops op of that name (docs/onnx.md); needs a runtime that implements it.",
             inputs=[S.FormalParameter(n, t, param_option=option[o]) for n, t, o in inputs],
             outputs=[S.FormalParameter(n, t) for n, t in outputs],
-            type_constraints=[("T", _FLOATS, "floating point"), ("T2", _FLOATS, "scores"), ("I", _INTS, "indices")],
+            type_constraints=[(t, _FLOATS, "floating point") for t in ("T", "T2") if t in {x[1] for x in inputs}],
             attributes=[S.Attribute(n, attr_types[k], n) for n, k in attrs.items()],
         )
         onnx.defs.register_schema(schema)
