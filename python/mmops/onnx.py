@@ -19,7 +19,7 @@ max pooling with an adaptive grid. Those need a runtime that implements them.
 """
 
 import math
-from typing import Any, Callable, Dict, Optional, Sequence
+from typing import Any, Callable, Dict, Optional
 
 import torch
 from torch.onnx import register_custom_op_symbolic
@@ -50,9 +50,120 @@ def _check_pool_mode(pool_mode: str) -> None:
 
 
 # --------------------------------------------------------------------------
-# composites of standard ops, written once for both exporters against a builder
-# b(op_name, *inputs, **attributes), b.ints(values), b.float_like(value, tensor)
+# The graphs, written once for both exporters against a builder b:
+# b(op_name, *inputs, outputs=1, **attributes), b.custom(...) (domain mmops),
+# b.ints / b.floats (int64 / float32 constants), b.float_like(value, tensor),
+# b.none() (an omitted optional input), b.static_dim(value, i), b.opset.
 # --------------------------------------------------------------------------
+
+_FLOAT, _INT64 = 1, 7  # onnx.TensorProto data types
+
+
+def _roi_align_graph(b, input, rois, output_size, spatial_scale, sampling_ratio, pool_mode, aligned):
+    _check_pool_mode(pool_mode)
+    ph, pw = (int(v) for v in output_size)
+    scale, sr = float(spatial_scale), int(sampling_ratio)
+    if pool_mode == "max" and sr <= 0:
+        attrs = dict(output_height=ph, output_width=pw, spatial_scale=scale, sampling_ratio=sr)
+        return b.custom("RoIAlignMax", input, rois, aligned=int(aligned), **attrs)
+
+    def cols(start, end):
+        return b("Slice", rois, b.ints([start]), b.ints([end]), b.ints([1]))
+
+    batch = b("Cast", b("Squeeze", cols(0, 1), b.ints([1])), to=_INT64)
+    lo, hi = cols(1, 3), cols(3, 5)
+    if aligned and sr <= 0:
+        # A reversed box (x2 < x1) pools zeros in mmcv (an empty adaptive grid) but
+        # overflows onnxruntime's grid size; x2, y2 >= x1, y1 gives the same zeros.
+        hi = b("Max", lo, hi)
+    # max: one centre sample per sub-bin of a grid sampling_ratio times finer, then
+    # MaxPool: the max of the bilinear samples, as mmcv (ONNX's own max mode differs).
+    s = sr if pool_mode == "max" else 1
+    out = b(
+        "RoiAlign",
+        input,
+        b("Concat", lo, hi, axis=1),
+        batch,
+        coordinate_transformation_mode="half_pixel" if aligned else "output_half_pixel",
+        mode="avg",
+        output_height=ph * s,
+        output_width=pw * s,
+        sampling_ratio=sr if pool_mode == "avg" else 1,
+        spatial_scale=scale,
+    )
+    return b("MaxPool", out, kernel_shape=[s, s], strides=[s, s]) if pool_mode == "max" else out
+
+
+def _roi_pool_graph(b, input, rois, output_size, spatial_scale):
+    pooled = [int(v) for v in output_size]
+    return b("MaxRoiPool", input, rois, pooled_shape=pooled, spatial_scale=float(spatial_scale))
+
+
+def _nms_inputs(b, boxes, scores):
+    return b("Unsqueeze", b("Cast", boxes, to=_FLOAT), b.ints([0])), b("Cast", scores, to=_FLOAT)
+
+
+def _nms_graph(b, boxes, scores, iou_threshold):
+    _check_nms_threshold(iou_threshold)
+    bx, s = _nms_inputs(b, boxes, scores)
+    limits = (b.ints([_INT64_MAX]), b.floats([float(iou_threshold)]))
+    sel = b("NonMaxSuppression", bx, b("Unsqueeze", s, b.ints([0, 1])), *limits, center_point_box=0)
+    return b("Gather", sel, b.ints(2), axis=1)
+
+
+def _batched_nms_graph(b, boxes, scores, idxs, iou_threshold):
+    """One NMS class per category (ids made dense by Unique; -inf elsewhere, dropped by the
+    lowest-float score threshold), then by index and a stable sort by decreasing score."""
+    _check_nms_threshold(iou_threshold)
+    bx, s = _nms_inputs(b, boxes, scores)
+    inverse = b("Unique", b("Reshape", idxs, b.ints([-1])), sorted=1, outputs=4)[2]
+    one = b.ints(1)
+    classes = b("Range", b.ints(0), b("Add", b("ReduceMax", inverse, keepdims=0), one), one)
+    member = b("Equal", b("Unsqueeze", classes, b.ints([1])), b("Unsqueeze", inverse, b.ints([0])))
+    per_class = b("Unsqueeze", b("Where", member, s, b.floats(-math.inf)), b.ints([0]))
+    limits = (b.ints([_INT64_MAX]), b.floats([float(iou_threshold)]), b.floats([_FLOAT_LOWEST]))
+    sel = b("NonMaxSuppression", bx, per_class, *limits, center_point_box=0)
+    kept = b("Gather", sel, b.ints(2), axis=1)
+    k = b("Shape", kept)
+    kept = b("TopK", kept, k, largest=0, sorted=1, outputs=2)[0]
+    order = b("TopK", b("Gather", s, kept, axis=0), k, largest=1, sorted=1, outputs=2)[1]
+    return b("Gather", kept, order, axis=0)
+
+
+def _deform_conv_graph(b, input, offset, mask, weight, bias, stride, padding, dilation, groups, deform_groups):
+    inputs = [input, weight, offset]
+    if bias is not None or mask is not None:
+        inputs.append(b.none() if bias is None else bias)
+    if mask is not None:
+        inputs.append(mask)
+    return b(
+        "DeformConv",
+        *inputs,
+        dilations=[int(v) for v in dilation],
+        group=int(groups),
+        offset_group=int(deform_groups),
+        pads=[int(v) for v in padding] * 2,
+        strides=[int(v) for v in stride],
+    )
+
+
+def _multi_level_roi_align_graph(b, features, rois, output_size, scales, sampling_ratio, pool_mode, aligned, fs):
+    if pool_mode == "max" and sampling_ratio <= 0:
+        attrs = dict(spatial_scales=[float(v) for v in scales], sampling_ratio=int(sampling_ratio), pool_mode=pool_mode)
+        size = dict(output_height=int(output_size[0]), output_width=int(output_size[1]))
+        return b.custom(
+            "MultiLevelRoIAlign", rois, *features, aligned=int(aligned), finest_scale=int(fs), **size, **attrs
+        )
+    per_level = [
+        _roi_align_graph(b, m, rois, output_size, scale, sampling_ratio, pool_mode, aligned)
+        for m, scale in zip(features, scales)
+    ]
+    return _fpn_select(b, rois, per_level, fs)
+
+
+def _soft_nms_graph(b, boxes, scores, iou_threshold, sigma, min_score, method):
+    attrs = dict(iou_threshold=float(iou_threshold), sigma=float(sigma), min_score=float(min_score))
+    return b.custom("SoftNMS", boxes, scores, outputs=2, method=method, **attrs)
 
 
 def _bbox_overlaps_graph(b, bboxes1, bboxes2, mode, aligned, offset):
@@ -83,9 +194,13 @@ def _bbox_overlaps_graph(b, bboxes1, bboxes2, mode, aligned, offset):
     return b("Reshape", out, b.ints([-1])) if aligned else out
 
 
-def _ms_deform_attn_graph(b, value, spatial_shapes, level_start_index, loc, attn, num_levels, gs_mode):
+def _ms_deform_attn_graph(b, value, spatial_shapes, level_start_index, loc, attn):
     """mmcv's multi_scale_deformable_attn_pytorch: GridSample per level (zeros outside,
     align_corners 0), times the weights, summed over levels and points."""
+    num_levels = b.static_dim(loc, 3)
+    if num_levels is None:
+        raise ValueError("mmops.onnx: ms_deform_attn needs sampling_locations with a static level count")
+    gs_mode = "linear" if b.opset >= 20 else "bilinear"  # GridSample-20 renamed the mode
 
     def reshape(x, *dims):  # allowzero: an empty batch or query count is a size, not "copy"
         return b("Reshape", x, b("Concat", *dims, axis=0), allowzero=1)
@@ -97,8 +212,8 @@ def _ms_deform_attn_graph(b, value, spatial_shapes, level_start_index, loc, attn
     batch, heads, channels = dim(vshape, 0), dim(vshape, 2), dim(vshape, 3)
     queries, points = dim(lshape, 1), dim(lshape, 4)
     bm = b("Mul", batch, heads)
-    shapes = b("Cast", spatial_shapes, to=7)
-    starts = b("Cast", level_start_index, to=7)
+    shapes = b("Cast", spatial_shapes, to=_INT64)
+    starts = b("Cast", level_start_index, to=_INT64)
     v = b("Transpose", value, perm=[0, 2, 3, 1])  # [B, M, D, S]
     one = b.float_like(1.0, loc)
     grid = b("Transpose", b("Sub", b("Add", loc, loc), one), perm=[0, 2, 1, 3, 4, 5])  # [B, M, Q, L, P, 2]
@@ -165,7 +280,9 @@ def _sigmoid_focal_loss_graph(b, input, target, gamma, alpha, weight, reduction)
     p = b("Sigmoid", input)
     one, g = b.float_like(1.0, input), b.float_like(float(gamma), input)
     classes = b("Range", b.ints(0), b("Gather", b("Shape", input), b.ints(1)), b.ints(1))
-    positive = b("Equal", b("Unsqueeze", b("Cast", target, to=7), b.ints([1])), b("Unsqueeze", classes, b.ints([0])))
+    positive = b(
+        "Equal", b("Unsqueeze", b("Cast", target, to=_INT64), b.ints([1])), b("Unsqueeze", classes, b.ints([0]))
+    )
     pos = b(
         "Mul",
         b("Mul", b.float_like(float(alpha), input), b("Pow", b("Sub", one, p), g)),
@@ -174,18 +291,18 @@ def _sigmoid_focal_loss_graph(b, input, target, gamma, alpha, weight, reduction)
     neg = b("Mul", b("Mul", b.float_like(1.0 - float(alpha), input), b("Pow", p, g)), b("Softplus", input))
     loss = b("Where", positive, pos, neg)
     if weight is not None:
-        loss = b("Mul", loss, _row_weight(b, weight, b("Cast", target, to=7), input))
+        loss = b("Mul", loss, _row_weight(b, weight, b("Cast", target, to=_INT64), input))
     return _reduce_loss(b, loss, reduction)
 
 
 def _softmax_focal_loss_graph(b, input, target, gamma, alpha, weight, reduction):
     """-alpha (1 - p)^gamma log p per row, p the softmax at the target, log p from LogSoftmax."""
-    t = b("Unsqueeze", b("Cast", target, to=7), b.ints([1]))
+    t = b("Unsqueeze", b("Cast", target, to=_INT64), b.ints([1]))
     logp = b("GatherElements", b("LogSoftmax", input, axis=1), t, axis=1)  # [N, 1]
     one, g = b.float_like(1.0, input), b.float_like(float(gamma), input)
     loss = b("Mul", b("Mul", b.float_like(-float(alpha), input), b("Pow", b("Sub", one, b("Exp", logp)), g)), logp)
     if weight is not None:
-        loss = b("Mul", loss, b("Unsqueeze", b("Gather", weight, b("Cast", target, to=7), axis=0), b.ints([1])))
+        loss = b("Mul", loss, b("Unsqueeze", b("Gather", weight, b("Cast", target, to=_INT64), axis=0), b.ints([1])))
     return _reduce_loss(b, b("Reshape", loss, b.ints([-1])), reduction)
 
 
@@ -195,33 +312,75 @@ def _attr_suffix(value) -> str:
 
 
 class _TSBuilder:
+    """The builder for the TorchScript exporter: g.op, attribute types from the values."""
+
     def __init__(self, g):
         self.g = g
+        self.opset = g.opset
 
-    def __call__(self, name, *inputs, **attrs):
-        return self.g.op(name, *inputs, **{f"{k}_{_attr_suffix(v)}": v for k, v in attrs.items()})
+    def __call__(self, name, *inputs, outputs=1, **attrs):
+        return self.g.op(name, *inputs, outputs=outputs, **{f"{k}_{_attr_suffix(v)}": v for k, v in attrs.items()})
+
+    def custom(self, name, *inputs, outputs=1, **attrs):
+        return self(f"{DOMAIN}::{name}", *inputs, outputs=outputs, **attrs)
+
+    def _const(self, values, dtype):
+        return self.g.op("Constant", value_t=torch.tensor(values, dtype=dtype))
 
     def ints(self, values):
-        return self.g.op("Constant", value_t=torch.tensor(values, dtype=torch.int64))
+        return self._const(values, torch.int64)
+
+    def floats(self, values):
+        return self._const(values, torch.float32)
 
     def float_like(self, value, like):
-        return self.g.op("CastLike", self.g.op("Constant", value_t=torch.tensor(value, dtype=torch.float32)), like)
+        return self.g.op("CastLike", self.floats(value), like)
+
+    def none(self):
+        return sh._optional_input_placeholder_tensor(self.g)
+
+    def static_dim(self, value, i):
+        sizes = sh._get_tensor_sizes(value)
+        return sizes[i] if sizes is not None and len(sizes) > i else None
 
 
 class _OnnxscriptBuilder:
-    def __init__(self, opset):
-        self.op = opset
+    """The builder for the dynamo exporter: onnxscript ops (opset 18; DeformConv 19)."""
 
-    def __call__(self, name, *inputs, **attrs):
-        return getattr(self.op, name)(*inputs, **attrs)
+    opset = 18
+
+    def __init__(self):
+        import onnxscript
+
+        self.op, self.op19 = onnxscript.opset18, onnxscript.opset19
+        self.mm = onnxscript.values.Opset(DOMAIN, 1)
+
+    def __call__(self, name, *inputs, outputs=1, **attrs):
+        result = getattr(self.op19 if name == "DeformConv" else self.op, name)(*inputs, **attrs)
+        return result[0] if outputs == 1 and isinstance(result, tuple) else result
+
+    def custom(self, name, *inputs, outputs=1, **attrs):
+        return getattr(self.mm, name)(*inputs, **attrs)
 
     def ints(self, values):
         if isinstance(values, list):
             return self.op.Constant(value_ints=values)
         return self.op.Constant(value_int=values)
 
+    def floats(self, values):
+        if isinstance(values, list):
+            return self.op.Constant(value_floats=values)
+        return self.op.Constant(value_float=values)
+
     def float_like(self, value, like):
-        return self.op.CastLike(self.op.Constant(value_float=value), like)
+        return self.op.CastLike(self.floats(value), like)
+
+    def none(self):
+        return None
+
+    def static_dim(self, value, i):
+        dim = value.shape[i] if value.shape is not None and len(value.shape) > i else None
+        return dim if isinstance(dim, int) else None
 
 
 # --------------------------------------------------------------------------
@@ -229,218 +388,51 @@ class _OnnxscriptBuilder:
 # --------------------------------------------------------------------------
 
 
-def _ts_const(g, value, dtype):
-    return g.op("Constant", value_t=torch.tensor(value, dtype=dtype))
+def _ts(graph, *arg_kinds: str) -> Callable:
+    """A symbolic: the arguments parsed as arg_kinds (None tensors as None), then graph."""
 
-
-def _ts_roi_align(g, input, rois, output_size, spatial_scale, sampling_ratio, pool_mode, aligned):
-    # Aligned with an adaptive grid, a reversed box (x2 < x1) pools zeros in mmcv (an
-    # empty grid) but overflows onnxruntime's grid size: x2, y2 are clamped to x1, y1,
-    # which gives the same zeros. Other boxes are unchanged.
-    _check_pool_mode(pool_mode)
-    ph, pw = output_size
-    if pool_mode == "max" and sampling_ratio <= 0:
-        return g.op(
-            f"{DOMAIN}::RoIAlignMax",
-            input,
-            rois,
-            output_height_i=ph,
-            output_width_i=pw,
-            spatial_scale_f=spatial_scale,
-            sampling_ratio_i=sampling_ratio,
-            aligned_i=int(aligned),
-        ).setType(input.type().with_sizes([None, None, ph, pw]))
-    cols = g.op("Split", rois, _ts_const(g, [1, 2, 2], torch.int64), axis_i=1, outputs=3)
-    batch = g.op("Cast", g.op("Squeeze", cols[0], _ts_const(g, [1], torch.int64)), to_i=7)
-    hi = cols[2] if not (aligned and sampling_ratio <= 0) else g.op("Max", cols[1], cols[2])
-    boxes = g.op("Concat", cols[1], hi, axis_i=1)
-    mode = "half_pixel" if aligned else "output_half_pixel"
-    s = sampling_ratio if pool_mode == "max" else 1
-    out = g.op(
-        "RoiAlign",
-        input,
-        boxes,
-        batch,
-        coordinate_transformation_mode_s=mode,
-        mode_s="avg",
-        output_height_i=ph * s,
-        output_width_i=pw * s,
-        sampling_ratio_i=sampling_ratio if pool_mode == "avg" else 1,
-        spatial_scale_f=spatial_scale,
-    )
-    if pool_mode == "max":
-        out = g.op("MaxPool", out, kernel_shape_i=[s, s], strides_i=[s, s])
-    return out
-
-
-def _ts_roi_pool(g, input, rois, output_size, spatial_scale):
-    return g.op("MaxRoiPool", input, rois, pooled_shape_i=list(output_size), spatial_scale_f=spatial_scale)
-
-
-def _ts_nms_boxes_scores(g, boxes, scores):
-    b = g.op("Unsqueeze", g.op("Cast", boxes, to_i=1), _ts_const(g, [0], torch.int64))
-    return b, g.op("Cast", scores, to_i=1)
-
-
-def _ts_selected_boxes(g, selected):
-    col = g.op("Gather", selected, _ts_const(g, 2, torch.int64), axis_i=1)
-    return col
-
-
-def _ts_nms(g, boxes, scores, iou_threshold):
-    _check_nms_threshold(iou_threshold)
-    b, s = _ts_nms_boxes_scores(g, boxes, scores)
-    s = g.op("Unsqueeze", s, _ts_const(g, [0, 1], torch.int64))
-    sel = g.op(
-        "NonMaxSuppression",
-        b,
-        s,
-        _ts_const(g, [_INT64_MAX], torch.int64),
-        _ts_const(g, [iou_threshold], torch.float32),
-        center_point_box_i=0,
-    )
-    return _ts_selected_boxes(g, sel)
-
-
-def _ts_batched_nms(g, boxes, scores, idxs, iou_threshold):
-    _check_nms_threshold(iou_threshold)
-    b, s = _ts_nms_boxes_scores(g, boxes, scores)
-    _, _, inverse, _ = g.op("Unique", g.op("Reshape", idxs, _ts_const(g, [-1], torch.int64)), sorted_i=1, outputs=4)
-    one = _ts_const(g, 1, torch.int64)
-    ncls = g.op("Add", g.op("ReduceMax", inverse, keepdims_i=0), one)
-    classes = g.op("Range", _ts_const(g, 0, torch.int64), ncls, one)
-    member = g.op(
-        "Equal",
-        g.op("Unsqueeze", classes, _ts_const(g, [1], torch.int64)),
-        g.op("Unsqueeze", inverse, _ts_const(g, [0], torch.int64)),
-    )
-    per_class = g.op("Where", member, s, _ts_const(g, -math.inf, torch.float32))
-    sel = g.op(
-        "NonMaxSuppression",
-        b,
-        g.op("Unsqueeze", per_class, _ts_const(g, [0], torch.int64)),
-        _ts_const(g, [_INT64_MAX], torch.int64),
-        _ts_const(g, [iou_threshold], torch.float32),
-        _ts_const(g, [_FLOAT_LOWEST], torch.float32),
-        center_point_box_i=0,
-    )
-    kept = _ts_selected_boxes(g, sel)
-    k = g.op("Shape", kept)
-    # ascending box index, then a stable sort by decreasing score: ties keep the lower index first
-    kept = g.op("TopK", kept, k, largest_i=0, sorted_i=1, outputs=2)[0]
-    order = g.op("TopK", g.op("Gather", s, kept, axis_i=0), k, largest_i=1, sorted_i=1, outputs=2)[1]
-    return g.op("Gather", kept, order, axis_i=0)
-
-
-def _ts_deform(g, input, offset, mask, weight, bias, stride, padding, dilation, groups, deform_groups):
-    inputs = [input, weight, offset]
-    if not sh._is_none(bias) or mask is not None:
-        inputs.append(sh._optional_input_placeholder_tensor(g) if sh._is_none(bias) else bias)
-    if mask is not None:
-        inputs.append(mask)
-    return g.op(
-        "DeformConv",
-        *inputs,
-        dilations_i=list(dilation),
-        group_i=groups,
-        offset_group_i=deform_groups,
-        pads_i=list(padding) * 2,
-        strides_i=list(stride),
-    )
-
-
-@sh.parse_args("v", "v", "v", "v", "is", "is", "is", "i", "i")
-def _ts_deform_conv2d(g, input, offset, weight, bias, stride, padding, dilation, groups, deform_groups):
-    return _ts_deform(g, input, offset, None, weight, bias, stride, padding, dilation, groups, deform_groups)
-
-
-@sh.parse_args("v", "v", "v", "v", "v", "is", "is", "is", "i", "i")
-def _ts_modulated_deform_conv2d(g, input, offset, mask, weight, bias, stride, padding, dilation, groups, deform_groups):
-    return _ts_deform(g, input, offset, mask, weight, bias, stride, padding, dilation, groups, deform_groups)
-
-
-_TS_ATTR_SUFFIX = {"f": "f", "i": "i", "b": "i", "s": "s"}
-
-
-def _ts_custom(name: str, arg_kinds: str, attr_names: Sequence[str], outputs: int = 1) -> Callable:
-    """A symbolic emitting mmops::<name>: tensor arguments ("v") become inputs
-    (None ones are dropped), the others attributes named as in the schema."""
-
-    @sh.parse_args(*arg_kinds)
     def symbolic(g, *args):
-        tensors = [a for a, k in zip(args, arg_kinds) if k == "v" and not sh._is_none(a)]
-        scalars = [(a, k) for a, k in zip(args, arg_kinds) if k != "v"]
-        attrs = {f"{n}_{_TS_ATTR_SUFFIX[k]}": int(a) if k == "b" else a for n, (a, k) in zip(attr_names, scalars)}
-        return g.op(f"{DOMAIN}::{name}", *tensors, outputs=outputs, **attrs)
+        if len(args) != len(arg_kinds):
+            raise ValueError(f"mmops.onnx: {graph.__name__} got {len(args)} arguments, expected {len(arg_kinds)}")
+        parsed = [
+            (None if sh._is_none(a) else a) if k == "v" else sh._get_const(a, k, f"argument {i}")
+            for i, (a, k) in enumerate(zip(args, arg_kinds))
+        ]
+        return graph(_TSBuilder(g), *parsed)
 
     return symbolic
 
 
-def _ts_multi_level_roi_align(g, features, rois, output_size, spatial_scales, sampling_ratio, pool_mode, aligned, fs):
-    maps = sh._unpack_list(features)
-    output_size = sh._get_const(output_size, "is", "output_size")
-    scales = sh._get_const(spatial_scales, "fs", "spatial_scales")
-    sampling_ratio = sh._get_const(sampling_ratio, "i", "sampling_ratio")
-    pool_mode = sh._get_const(pool_mode, "s", "pool_mode")
-    aligned = bool(sh._get_const(aligned, "b", "aligned"))
-    fs = sh._get_const(fs, "i", "finest_scale")
-    if pool_mode == "max" and sampling_ratio <= 0:
-        attrs = dict(spatial_scales_f=scales, sampling_ratio_i=sampling_ratio, pool_mode_s=pool_mode)
-        return g.op(
-            f"{DOMAIN}::MultiLevelRoIAlign",
-            rois,
-            *maps,
-            output_height_i=output_size[0],
-            output_width_i=output_size[1],
-            aligned_i=int(aligned),
-            finest_scale_i=fs,
-            **attrs,
-        )
-    per_level = [
-        _ts_roi_align(g, m, rois, output_size, scale, sampling_ratio, pool_mode, aligned)
-        for m, scale in zip(maps, scales)
-    ]
-    return _fpn_select(_TSBuilder(g), rois, per_level, fs)
+def _unpacking_features(graph):
+    def with_maps(b, features, *args):
+        return graph(b, sh._unpack_list(features), *args)
+
+    return with_maps
 
 
-@sh.parse_args("v", "v", "s", "b", "i")
-def _ts_bbox_overlaps(g, bboxes1, bboxes2, mode, aligned, offset):
-    return _bbox_overlaps_graph(_TSBuilder(g), bboxes1, bboxes2, mode, aligned, offset)
+def _without_mask(graph):
+    def no_mask(b, input, offset, weight, *args):
+        return graph(b, input, offset, None, weight, *args)
 
-
-def _ts_ms_deform_attn(g, value, spatial_shapes, level_start_index, loc, attn):
-    sizes = sh._get_tensor_sizes(loc)
-    if sizes is None or len(sizes) != 6 or sizes[3] is None:
-        raise ValueError("mmops.onnx: ms_deform_attn needs sampling_locations of static rank 6 and level count")
-    mode = "linear" if g.opset >= 20 else "bilinear"
-    return _ms_deform_attn_graph(_TSBuilder(g), value, spatial_shapes, level_start_index, loc, attn, sizes[3], mode)
-
-
-def _ts_focal(graph):
-    @sh.parse_args("v", "v", "f", "f", "v", "s")
-    def symbolic(g, input, target, gamma, alpha, weight, reduction):
-        weight = None if sh._is_none(weight) else weight
-        return graph(_TSBuilder(g), input, target, gamma, alpha, weight, reduction)
-
-    return symbolic
+    return no_mask
 
 
 _TS_SYMBOLICS = {
-    "roi_align": (sh.parse_args("v", "v", "is", "f", "i", "s", "b")(_ts_roi_align), 16),
-    "roi_pool": (sh.parse_args("v", "v", "is", "f")(_ts_roi_pool), 16),
-    "nms": (sh.parse_args("v", "v", "f")(_ts_nms), 16),
-    "batched_nms": (sh.parse_args("v", "v", "v", "f")(_ts_batched_nms), 16),
-    "deform_conv2d": (_ts_deform_conv2d, 19),
-    "modulated_deform_conv2d": (_ts_modulated_deform_conv2d, 19),
-    "multi_level_roi_align": (_ts_multi_level_roi_align, 16),
-    "soft_nms": (
-        _ts_custom("SoftNMS", "vvfffs", ["iou_threshold", "sigma", "min_score", "method"], outputs=2),
+    "roi_align": (_ts(_roi_align_graph, "v", "v", "is", "f", "i", "s", "b"), 16),
+    "roi_pool": (_ts(_roi_pool_graph, "v", "v", "is", "f"), 16),
+    "nms": (_ts(_nms_graph, "v", "v", "f"), 16),
+    "batched_nms": (_ts(_batched_nms_graph, "v", "v", "v", "f"), 16),
+    "deform_conv2d": (_ts(_without_mask(_deform_conv_graph), "v", "v", "v", "v", "is", "is", "is", "i", "i"), 19),
+    "modulated_deform_conv2d": (_ts(_deform_conv_graph, "v", "v", "v", "v", "v", "is", "is", "is", "i", "i"), 19),
+    "multi_level_roi_align": (
+        _ts(_unpacking_features(_multi_level_roi_align_graph), "v", "v", "is", "fs", "i", "s", "b", "i"),
         16,
     ),
-    "bbox_overlaps": (_ts_bbox_overlaps, 16),
-    "sigmoid_focal_loss": (_ts_focal(_sigmoid_focal_loss_graph), 16),
-    "softmax_focal_loss": (_ts_focal(_softmax_focal_loss_graph), 16),
-    "ms_deform_attn": (_ts_ms_deform_attn, 16),
+    "soft_nms": (_ts(_soft_nms_graph, "v", "v", "f", "f", "f", "s"), 16),
+    "bbox_overlaps": (_ts(_bbox_overlaps_graph, "v", "v", "s", "b", "i"), 16),
+    "sigmoid_focal_loss": (_ts(_sigmoid_focal_loss_graph, "v", "v", "f", "f", "v", "s"), 16),
+    "softmax_focal_loss": (_ts(_softmax_focal_loss_graph, "v", "v", "f", "f", "v", "s"), 16),
+    "ms_deform_attn": (_ts(_ms_deform_attn_graph, "v", "v", "v", "v", "v"), 16),
 }
 
 
@@ -507,104 +499,38 @@ def _register_custom_schemas() -> None:
 
 
 def _dynamo_functions() -> Dict[Any, Callable]:
-    """{OpOverload: onnxscript function} for the ops as they appear in an exported
-    graph: the public ops and the _*_forward helpers the autograd-free export
-    decomposes them into (their second output, argmax, is unused there)."""
-    import onnxscript
-    from onnxscript import opset18 as op
-    from onnxscript import opset19
-
+    """{OpOverload: function} for the ops as they appear in an exported graph: the
+    public ops and the _*_forward helpers the export decomposes some into (their
+    second output, argmax, is unused there). The exporter reads the signatures."""
     _register_custom_schemas()
-    mm = onnxscript.values.Opset(DOMAIN, 1)
-    FLOAT, INT64 = 1, 7  # onnx.TensorProto data types
+    b = _OnnxscriptBuilder()
 
     def roi_align(input, rois, output_size, spatial_scale=1.0, sampling_ratio=0, pool_mode="avg", aligned=True):
-        _check_pool_mode(pool_mode)
-        ph, pw = output_size
-        if pool_mode == "max" and sampling_ratio <= 0:
-            attrs = dict(spatial_scale=float(spatial_scale), sampling_ratio=int(sampling_ratio), aligned=int(aligned))
-            return mm.RoIAlignMax(input, rois, output_height=ph, output_width=pw, **attrs)
-        batch = op.Cast(op.Squeeze(op.Slice(rois, [0], [1], [1]), [1]), to=INT64)
-        lo, hi = op.Slice(rois, [1], [3], [1]), op.Slice(rois, [3], [5], [1])
-        if aligned and sampling_ratio <= 0:
-            hi = op.Max(lo, hi)  # see _ts_roi_align
-        boxes = op.Concat(lo, hi, axis=1)
-        # max: one centre sample per sub-bin of a grid sampling_ratio times finer, then
-        # MaxPool: the max of the bilinear samples, as mmcv (ONNX's own max mode differs).
-        s = int(sampling_ratio) if pool_mode == "max" else 1
-        out = op.RoiAlign(
-            input,
-            boxes,
-            batch,
-            coordinate_transformation_mode="half_pixel" if aligned else "output_half_pixel",
-            mode="avg",
-            output_height=ph * s,
-            output_width=pw * s,
-            sampling_ratio=int(sampling_ratio) if pool_mode == "avg" else 1,
-            spatial_scale=float(spatial_scale),
-        )
-        if pool_mode == "max":
-            out, _ = op.MaxPool(out, kernel_shape=[s, s], strides=[s, s])
-        return out
+        return _roi_align_graph(b, input, rois, output_size, spatial_scale, sampling_ratio, pool_mode, aligned)
 
     def roi_align_forward(input, rois, output_size, spatial_scale, sampling_ratio, pool_mode, aligned):
         out = roi_align(input, rois, output_size, spatial_scale, sampling_ratio, pool_mode, aligned)
-        return out, op.Shape(out)
+        return out, b("Shape", out)
 
     def roi_pool(input, rois, output_size, spatial_scale=1.0):
-        return op.MaxRoiPool(input, rois, pooled_shape=list(output_size), spatial_scale=float(spatial_scale))
+        return _roi_pool_graph(b, input, rois, output_size, spatial_scale)
 
     def roi_pool_forward(input, rois, output_size, spatial_scale):
         out = roi_pool(input, rois, output_size, spatial_scale)
-        return out, op.Shape(out)
-
-    def nms_inputs(boxes, scores):
-        return op.Unsqueeze(op.Cast(boxes, to=FLOAT), [0]), op.Cast(scores, to=FLOAT)
-
-    def selected_boxes(selected):
-        return op.Gather(selected, op.Constant(value_int=2), axis=1)
+        return out, b("Shape", out)
 
     def nms(boxes, scores, iou_threshold):
-        _check_nms_threshold(iou_threshold)
-        b, s = nms_inputs(boxes, scores)
-        sel = op.NonMaxSuppression(b, op.Unsqueeze(s, [0, 1]), [_INT64_MAX], [float(iou_threshold)], center_point_box=0)
-        return selected_boxes(sel)
+        return _nms_graph(b, boxes, scores, iou_threshold)
 
     def batched_nms(boxes, scores, idxs, iou_threshold):
-        _check_nms_threshold(iou_threshold)
-        b, s = nms_inputs(boxes, scores)
-        _, _, inverse, _ = op.Unique(op.Reshape(idxs, [-1]), sorted=1)
-        ncls = op.Add(op.ReduceMax(inverse, keepdims=0), op.Constant(value_int=1))
-        classes = op.Range(op.Constant(value_int=0), ncls, op.Constant(value_int=1))
-        member = op.Equal(op.Unsqueeze(classes, [1]), op.Unsqueeze(inverse, [0]))
-        per_class = op.Where(member, s, op.Constant(value_float=-math.inf))
-        sel = op.NonMaxSuppression(
-            b, op.Unsqueeze(per_class, [0]), [_INT64_MAX], [float(iou_threshold)], [_FLOAT_LOWEST], center_point_box=0
-        )
-        kept = selected_boxes(sel)
-        k = op.Shape(kept)
-        kept, _ = op.TopK(kept, k, largest=0, sorted=1)
-        _, order = op.TopK(op.Gather(s, kept), k, largest=1, sorted=1)
-        return op.Gather(kept, order)
-
-    def deform(input, offset, mask, weight, bias, stride, padding, dilation, groups, deform_groups):
-        return opset19.DeformConv(
-            input,
-            weight,
-            offset,
-            bias,
-            mask,
-            dilations=list(dilation),
-            group=int(groups),
-            offset_group=int(deform_groups),
-            pads=list(padding) * 2,
-            strides=list(stride),
-        )
+        return _batched_nms_graph(b, boxes, scores, idxs, iou_threshold)
 
     def deform_conv2d(
         input, offset, weight, bias=None, stride=(1, 1), padding=(0, 0), dilation=(1, 1), groups=1, deform_groups=1
     ):
-        return deform(input, offset, None, weight, bias, stride, padding, dilation, groups, deform_groups)
+        return _deform_conv_graph(
+            b, input, offset, None, weight, bias, stride, padding, dilation, groups, deform_groups
+        )
 
     def modulated_deform_conv2d(
         input,
@@ -618,54 +544,38 @@ def _dynamo_functions() -> Dict[Any, Callable]:
         groups=1,
         deform_groups=1,
     ):
-        return deform(input, offset, mask, weight, bias, stride, padding, dilation, groups, deform_groups)
+        return _deform_conv_graph(
+            b, input, offset, mask, weight, bias, stride, padding, dilation, groups, deform_groups
+        )
 
     def multi_level_roi_align(
         features, rois, output_size, spatial_scales, sampling_ratio=0, pool_mode="avg", aligned=True, finest_scale=56
     ):
-        if pool_mode == "max" and sampling_ratio <= 0:
-            return mm.MultiLevelRoIAlign(
-                rois,
-                *features,
-                output_height=output_size[0],
-                output_width=output_size[1],
-                spatial_scales=[float(x) for x in spatial_scales],
-                sampling_ratio=int(sampling_ratio),
-                pool_mode=pool_mode,
-                aligned=int(aligned),
-                finest_scale=int(finest_scale),
-            )
-        per_level = [
-            roi_align(m, rois, output_size, scale, sampling_ratio, pool_mode, aligned)
-            for m, scale in zip(features, spatial_scales)
-        ]
-        return _fpn_select(_OnnxscriptBuilder(op), rois, per_level, finest_scale)
+        args = (output_size, spatial_scales, sampling_ratio, pool_mode, aligned, finest_scale)
+        return _multi_level_roi_align_graph(b, features, rois, *args)
 
     def multi_level_roi_align_forward(
         features, rois, output_size, spatial_scales, sampling_ratio, pool_mode, aligned, finest_scale
     ):
-        out = multi_level_roi_align(
-            features, rois, output_size, spatial_scales, sampling_ratio, pool_mode, aligned, finest_scale
-        )
-        return out, op.Shape(out)
+        args = (output_size, spatial_scales, sampling_ratio, pool_mode, aligned, finest_scale)
+        out = _multi_level_roi_align_graph(b, features, rois, *args)
+        return out, b("Shape", out)
 
     def soft_nms(boxes, scores, iou_threshold=0.3, sigma=0.5, min_score=1e-3, method="linear"):
-        attrs = dict(iou_threshold=float(iou_threshold), sigma=float(sigma), min_score=float(min_score))
-        return mm.SoftNMS(boxes, scores, method=method, _outputs=2, **attrs)
+        return _soft_nms_graph(b, boxes, scores, iou_threshold, sigma, min_score, method)
 
     def bbox_overlaps(bboxes1, bboxes2, mode="iou", aligned=False, offset=0):
-        return _bbox_overlaps_graph(_OnnxscriptBuilder(op), bboxes1, bboxes2, mode, aligned, offset)
+        return _bbox_overlaps_graph(b, bboxes1, bboxes2, mode, aligned, offset)
 
-    def focal(graph):
-        def loss(input, target, gamma=2.0, alpha=0.25, weight=None, reduction="mean"):
-            return graph(_OnnxscriptBuilder(op), input, target, gamma, alpha, weight, reduction)
+    def sigmoid_focal_loss(input, target, gamma=2.0, alpha=0.25, weight=None, reduction="mean"):
+        return _sigmoid_focal_loss_graph(b, input, target, gamma, alpha, weight, reduction)
 
-        return loss
+    def softmax_focal_loss(input, target, gamma=2.0, alpha=0.25, weight=None, reduction="mean"):
+        return _softmax_focal_loss_graph(b, input, target, gamma, alpha, weight, reduction)
 
     def ms_deform_attn(value, spatial_shapes, level_start_index, sampling_locations, attention_weights):
-        levels = sampling_locations.shape[3]
         args = (value, spatial_shapes, level_start_index, sampling_locations, attention_weights)
-        return _ms_deform_attn_graph(_OnnxscriptBuilder(op), *args, int(levels), "bilinear")
+        return _ms_deform_attn_graph(b, *args)
 
     ops = torch.ops.mmops
     return {
@@ -681,8 +591,8 @@ def _dynamo_functions() -> Dict[Any, Callable]:
         ops._multi_level_roi_align_forward.default: multi_level_roi_align_forward,
         ops.soft_nms.default: soft_nms,
         ops.bbox_overlaps.default: bbox_overlaps,
-        ops.sigmoid_focal_loss.default: focal(_sigmoid_focal_loss_graph),
-        ops.softmax_focal_loss.default: focal(_softmax_focal_loss_graph),
+        ops.sigmoid_focal_loss.default: sigmoid_focal_loss,
+        ops.softmax_focal_loss.default: softmax_focal_loss,
         ops.ms_deform_attn.default: ms_deform_attn,
     }
 
