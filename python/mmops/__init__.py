@@ -33,13 +33,13 @@ def strict_index_check() -> bool:
 
 __all__ = ["__version__", "library_path", "set_strict_index_check", "strict_index_check"]
 
-# mmcv_ops (the mmcv.ops bridge) is opt-in: `import mmops.mmcv_ops` enables it.
-_OPT_IN = ("mmcv_ops",)
-for _family in sorted(
-    m.name for m in pkgutil.iter_modules(__path__) if not m.name.startswith("_") and m.name not in _OPT_IN
-):
+# Not op families, imported on demand: the mmcv.ops bridge is opt-in (`import mmops.mmcv_ops`)
+# and mmops.onnx loads onnxscript.
+_ON_DEMAND = ("mmcv_ops", "onnx")
+_families = (m.name for m in pkgutil.iter_modules(__path__) if not m.name.startswith("_") and m.name not in _ON_DEMAND)
+for _family in sorted(_families):
     _module = importlib.import_module(f".{_family}", __name__)
     for _name in _module.__all__:
         globals()[_name] = getattr(_module, _name)
     __all__ += _module.__all__
-del _family, _module, _name
+del _families, _family, _module, _name
