@@ -1,5 +1,5 @@
 #pragma once
-// Public C++ API of mmops::nms, batched_nms and soft_nms. Calls go through the
+// Public C++ API of mmops::nms, batched_nms, soft_nms and nms_match. Calls go through the
 // PyTorch dispatcher, like torch.ops.mmops.* from Python.
 //
 // Boxes are [N, 4] (x1, y1, x2, y2), float/double/half/bfloat16; scores [N],
@@ -30,5 +30,12 @@ at::Tensor batched_nms(const at::Tensor& boxes, const at::Tensor& scores, const 
 std::tuple<at::Tensor, at::Tensor> soft_nms(const at::Tensor& boxes, const at::Tensor& scores,
                                             double iou_threshold = 0.3, double sigma = 0.5, double min_score = 1e-3,
                                             c10::string_view method = "linear");
+
+// mmcv's nms_match: the groups that greedy NMS forms, with IoU >= iou_threshold
+// (not >). dets: [N, 5] (x1, y1, x2, y2, score). Returns [N, 2] int64 rows
+// (leader, member), one per box: the groups by decreasing leader score, each
+// group's leader row (leader, leader) first, then its members by decreasing
+// score. A box joins the group of the first leader that reaches it.
+at::Tensor nms_match(const at::Tensor& dets, double iou_threshold);
 
 } // namespace mmops

@@ -1,4 +1,4 @@
-// CUDA kernels of nms and batched_nms (soft_nms: soft_nms_cuda.cu).
+// CUDA kernels of nms, batched_nms and nms_match (soft_nms: soft_nms_cuda.cu).
 //
 // nms / batched_nms, everything on the device, one host synchronisation at the
 // end (the kept count, inside masked_select):
@@ -28,6 +28,14 @@
 // kMaskBudgetBytes = 256 MiB, allocated but only sparsely written; 20k boxes:
 // 50 MB in one chunk; 100k boxes: five chunks of ~21k rows), 1/64 of that for
 // the row masks, ceil(N/64)^2 / 8 bytes of bitmap (300 KB at 100k) and O(N).
+//
+// nms_match runs steps 1-4 with IoU >= threshold (compared in the compute
+// type, as mmcv compares floats): the kept rows are the group leaders. After
+// the greedy pass of each chunk, every position a kept row suppresses takes
+// the lowest such row as its leader (atomicMin: the first leader in score
+// order that reaches it, mmcv's rule). A stable sort of the positions by
+// leader then gives the rows. The output has N rows whatever the data: no
+// host synchronisation at all.
 
 #include "nms/nms_cuda.cuh"
 #include "nms/nms_kernels.h"
@@ -35,8 +43,10 @@
 #include <ATen/Dispatch.h>
 #include <ATen/OpMathType.h>
 #include <ATen/ops/empty.h>
+#include <ATen/ops/full.h>
 #include <ATen/ops/masked_select.h>
 #include <ATen/ops/sort.h>
+#include <ATen/ops/stack.h>
 #include <ATen/ops/zeros.h>
 #include <c10/cuda/CUDAException.h>
 #include <c10/cuda/CUDAGuard.h>
@@ -99,8 +109,9 @@ template <typename acc_t, bool kBatched>
 __global__ void __launch_bounds__(kTile)
     nms_mask_kernel(const Box<acc_t>* __restrict__ boxes, const acc_t* __restrict__ area,
                     const int64_t* __restrict__ category, int64_t n, int64_t ntiles, int64_t tile_begin,
-                    double threshold, bool skip_disjoint, u64* __restrict__ mask, u64* __restrict__ rowmask,
-                    u64* __restrict__ nonzero, u64* __restrict__ last, int64_t bitmap_words) {
+                    double threshold, bool inclusive, bool skip_disjoint, u64* __restrict__ mask,
+                    u64* __restrict__ rowmask, u64* __restrict__ nonzero, u64* __restrict__ last,
+                    int64_t bitmap_words) {
   __shared__ Box<acc_t> s_box[kTile];
   __shared__ acc_t s_area[kTile];
   __shared__ int64_t s_cat[kTile];
@@ -155,8 +166,8 @@ __global__ void __launch_bounds__(kTile)
         if (skip_disjoint && !(box_iou::intersection(mine, s_box[c], acc_t(0)) > acc_t(0))) {
           continue;
         }
-        const acc_t v = box_iou::iou(mine, s_box[c], my_area, s_area[c]);
-        if (static_cast<double>(v) > threshold) {
+        const double v = static_cast<double>(box_iou::iou(mine, s_box[c], my_area, s_area[c]));
+        if (inclusive ? v >= threshold : v > threshold) {
           bits |= u64(1) << c;
         }
       }
@@ -274,6 +285,38 @@ __global__ void __launch_bounds__(kGreedyThreads)
   }
 }
 
+// nms_match, after the greedy pass of a chunk: every position that a kept row
+// of row tile i = tile_begin + blockIdx.x suppresses (its diagonal word, its
+// words in the nonzero tiles of the bitmap) gets the lowest such row in owner.
+// The block's threads share the column tiles.
+__global__ void match_owner_kernel(const u64* __restrict__ mask, const u64* __restrict__ rowmask,
+                                   const u64* __restrict__ nonzero, const u64* __restrict__ last,
+                                   const u64* __restrict__ kept, int64_t bitmap_words, int64_t ntiles,
+                                   int64_t tile_begin, u64* __restrict__ owner) {
+  const int64_t local = blockIdx.x;
+  const int64_t i = tile_begin + local;
+  const u64 k = kept[i];
+  // last[i]: the last nonzero tile after i, 0 when there is none.
+  const int64_t j_end = box_iou::max_of<int64_t>(i, static_cast<int64_t>(last[i]));
+  for (int64_t j = i + threadIdx.x; k != 0 && j <= j_end; j += blockDim.x) {
+    if (j != i && !((nonzero[i * bitmap_words + (j >> 6)] >> (j & 63)) & 1)) {
+      continue; // rowmask holds no word for this tile
+    }
+    u64 todo = rowmask[local * ntiles + j] & k;
+    while (todo != 0) {
+      const int r = __ffsll(static_cast<long long>(todo)) - 1;
+      todo &= todo - 1;
+      u64 word = mask[(local * kTile + r) * ntiles + j];
+      const u64 leader = static_cast<u64>(i * kTile + r);
+      while (word != 0) {
+        const int c = __ffsll(static_cast<long long>(word)) - 1;
+        word &= word - 1;
+        atomicMin(&owner[j * kTile + c], leader);
+      }
+    }
+  }
+}
+
 // ---------------------------------------------------------------- outputs
 
 // kept_out[s] for every position s: plain nms (positions are score order).
@@ -301,6 +344,66 @@ __global__ void gather_kept_kernel(const bool* __restrict__ by_index, const int6
   }
 }
 
+// nms_match: a kept position leads its own group.
+__global__ void own_leaders_kernel(const u64* __restrict__ kept, int64_t n, u64* __restrict__ owner) {
+  const int64_t s = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
+  if (s < n && ((kept[s >> 6] >> (s & 63)) & 1)) {
+    owner[s] = static_cast<u64>(s);
+  }
+}
+
+// Steps 3 and 4 on the boxes gathered in position order: kept (one word per
+// row tile) receives the kept rows. owner (nms_match; nullptr for nms): n
+// words, all ones at the start; every suppressed position receives its leader.
+template <typename acc_t>
+void suppress_cuda(const Box<acc_t>* sorted_p, const acc_t* area_p, const int64_t* category_p, int64_t n,
+                   double threshold, bool inclusive, bool skip_disjoint, u64* kept_p, u64* owner_p,
+                   const at::TensorOptions& long_options, cudaStream_t stream) {
+  const int64_t ntiles = (n + kTile - 1) / kTile;
+  const int64_t bitmap_words = (ntiles + 63) / 64;
+  // Rows per chunk: the mask chunk (rows x ntiles words) stays within budget.
+  int64_t chunk_tiles = std::max<int64_t>(1, kMaskBudgetBytes / (ntiles * kTile * int64_t(sizeof(u64))));
+  chunk_tiles = std::min(chunk_tiles, ntiles);
+  at::Tensor mask = at::empty({chunk_tiles * kTile * ntiles}, long_options);
+  at::Tensor rowmask = at::empty({chunk_tiles * ntiles}, long_options);
+  // One zeroed allocation: bitmap (ntiles x bitmap_words), last (ntiles), removed (ntiles).
+  at::Tensor zeroed = at::zeros({ntiles * bitmap_words + 2 * ntiles}, long_options);
+  u64* mask_p = reinterpret_cast<u64*>(mask.mutable_data_ptr<int64_t>());
+  u64* rowmask_p = reinterpret_cast<u64*>(rowmask.mutable_data_ptr<int64_t>());
+  u64* nonzero_p = reinterpret_cast<u64*>(zeroed.mutable_data_ptr<int64_t>());
+  u64* last_p = nonzero_p + ntiles * bitmap_words;
+  u64* removed_p = last_p + ntiles;
+  const bool batched = category_p != nullptr;
+
+  for (int64_t tile_begin = 0; tile_begin < ntiles; tile_begin += chunk_tiles) {
+    const int64_t tile_end = std::min(ntiles, tile_begin + chunk_tiles);
+    const int64_t row_tiles = tile_end - tile_begin;
+    // Enough blocks to fill the GPU; each loops over its share of column tiles.
+    const int64_t col_groups =
+        std::clamp<int64_t>((8192 + row_tiles - 1) / row_tiles, 1, std::min<int64_t>(ntiles, 65535));
+    const dim3 grid(static_cast<unsigned>(row_tiles), static_cast<unsigned>(col_groups));
+    if (batched) {
+      nms_mask_kernel<acc_t, true><<<grid, kTile, 0, stream>>>(sorted_p, area_p, category_p, n, ntiles, tile_begin,
+                                                               threshold, inclusive, skip_disjoint, mask_p, rowmask_p,
+                                                               nonzero_p, last_p, bitmap_words);
+    } else {
+      nms_mask_kernel<acc_t, false><<<grid, kTile, 0, stream>>>(sorted_p, area_p, nullptr, n, ntiles, tile_begin,
+                                                                threshold, inclusive, skip_disjoint, mask_p, rowmask_p,
+                                                                nonzero_p, last_p, bitmap_words);
+    }
+    C10_CUDA_KERNEL_LAUNCH_CHECK();
+    nms_greedy_kernel<<<1, kGreedyThreads, 0, stream>>>(mask_p, rowmask_p, nonzero_p, last_p, bitmap_words, n, ntiles,
+                                                        tile_begin, tile_end, removed_p, kept_p);
+    C10_CUDA_KERNEL_LAUNCH_CHECK();
+    if (owner_p != nullptr) {
+      // Before the next chunk overwrites the words.
+      match_owner_kernel<<<static_cast<unsigned>(row_tiles), kTile, 0, stream>>>(
+          mask_p, rowmask_p, nonzero_p, last_p, kept_p, bitmap_words, ntiles, tile_begin, owner_p);
+      C10_CUDA_KERNEL_LAUNCH_CHECK();
+    }
+  }
+}
+
 } // namespace
 
 at::Tensor nms_cuda(const at::Tensor& boxes_in, const at::Tensor& scores_in, const at::Tensor& idxs_in,
@@ -325,21 +428,8 @@ at::Tensor nms_cuda(const at::Tensor& boxes_in, const at::Tensor& scores_in, con
   }
 
   const int64_t ntiles = (n + kTile - 1) / kTile;
-  const int64_t bitmap_words = (ntiles + 63) / 64;
-  // Rows per chunk: the mask chunk (rows x ntiles words) stays within budget.
-  int64_t chunk_tiles = std::max<int64_t>(1, kMaskBudgetBytes / (ntiles * kTile * int64_t(sizeof(u64))));
-  chunk_tiles = std::min(chunk_tiles, ntiles);
-  at::Tensor mask = at::empty({chunk_tiles * kTile * ntiles}, long_options);
-  at::Tensor rowmask = at::empty({chunk_tiles * ntiles}, long_options);
-  // One zeroed allocation: bitmap (ntiles x bitmap_words), last (ntiles), removed (ntiles).
-  at::Tensor zeroed = at::zeros({ntiles * bitmap_words + 2 * ntiles}, long_options);
   at::Tensor kept = at::empty({ntiles}, long_options);
   at::Tensor category = at::empty({batched ? n : 0}, long_options);
-  u64* mask_p = reinterpret_cast<u64*>(mask.mutable_data_ptr<int64_t>());
-  u64* rowmask_p = reinterpret_cast<u64*>(rowmask.mutable_data_ptr<int64_t>());
-  u64* nonzero_p = reinterpret_cast<u64*>(zeroed.mutable_data_ptr<int64_t>());
-  u64* last_p = nonzero_p + ntiles * bitmap_words;
-  u64* removed_p = last_p + ntiles;
   u64* kept_p = reinterpret_cast<u64*>(kept.mutable_data_ptr<int64_t>());
 
   AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, boxes.scalar_type(), "mmops::nms (CUDA)", [&] {
@@ -353,28 +443,8 @@ at::Tensor nms_cuda(const at::Tensor& boxes_in, const at::Tensor& scores_in, con
         boxes.const_data_ptr<scalar_t>(), perm.const_data_ptr<int64_t>(),
         batched ? idxs.const_data_ptr<int64_t>() : nullptr, n, sorted_p, area_p, category_p);
     C10_CUDA_KERNEL_LAUNCH_CHECK();
-
-    for (int64_t tile_begin = 0; tile_begin < ntiles; tile_begin += chunk_tiles) {
-      const int64_t tile_end = std::min(ntiles, tile_begin + chunk_tiles);
-      const int64_t row_tiles = tile_end - tile_begin;
-      // Enough blocks to fill the GPU; each loops over its share of column tiles.
-      const int64_t col_groups =
-          std::clamp<int64_t>((8192 + row_tiles - 1) / row_tiles, 1, std::min<int64_t>(ntiles, 65535));
-      const dim3 grid(static_cast<unsigned>(row_tiles), static_cast<unsigned>(col_groups));
-      if (batched) {
-        nms_mask_kernel<acc_t, true><<<grid, kTile, 0, stream>>>(sorted_p, area_p, category_p, n, ntiles, tile_begin,
-                                                                 iou_threshold, iou_threshold >= 0, mask_p, rowmask_p,
-                                                                 nonzero_p, last_p, bitmap_words);
-      } else {
-        nms_mask_kernel<acc_t, false><<<grid, kTile, 0, stream>>>(sorted_p, area_p, nullptr, n, ntiles, tile_begin,
-                                                                  iou_threshold, iou_threshold >= 0, mask_p, rowmask_p,
-                                                                  nonzero_p, last_p, bitmap_words);
-      }
-      C10_CUDA_KERNEL_LAUNCH_CHECK();
-      nms_greedy_kernel<<<1, kGreedyThreads, 0, stream>>>(mask_p, rowmask_p, nonzero_p, last_p, bitmap_words, n, ntiles,
-                                                          tile_begin, tile_end, removed_p, kept_p);
-      C10_CUDA_KERNEL_LAUNCH_CHECK();
-    }
+    suppress_cuda<acc_t>(sorted_p, area_p, category_p, n, iou_threshold, /*inclusive=*/false,
+                         /*skip_disjoint=*/iou_threshold >= 0, kept_p, nullptr, long_options, stream);
   });
 
   at::Tensor kept_in_order = at::empty({n}, boxes.options().dtype(at::kBool));
@@ -392,6 +462,45 @@ at::Tensor nms_cuda(const at::Tensor& boxes_in, const at::Tensor& scores_in, con
   }
   // The one synchronisation: the number of kept boxes.
   return at::masked_select(order, kept_in_order);
+}
+
+at::Tensor nms_match_cuda(const at::Tensor& dets_in, double iou_threshold) {
+  const c10::cuda::CUDAGuard guard(dets_in.device());
+  const int64_t n = dets_in.size(0);
+  const auto long_options = dets_in.options().dtype(at::kLong);
+  if (n == 0) {
+    return at::empty({0, 2}, long_options);
+  }
+  cudaStream_t stream = c10::cuda::getCurrentCUDAStream();
+  const at::Tensor boxes = dets_in.slice(1, 0, 4).contiguous();
+  const at::Tensor order = score_order_cuda(dets_in.select(1, 4));
+  const int64_t ntiles = (n + kTile - 1) / kTile;
+  at::Tensor kept = at::empty({ntiles}, long_options);
+  at::Tensor owner = at::full({n}, -1, long_options); // all ones: no leader yet
+  u64* kept_p = reinterpret_cast<u64*>(kept.mutable_data_ptr<int64_t>());
+  u64* owner_p = reinterpret_cast<u64*>(owner.mutable_data_ptr<int64_t>());
+
+  AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, boxes.scalar_type(), "mmops::nms_match (CUDA)", [&] {
+    using acc_t = at::opmath_type<scalar_t>;
+    at::Tensor sorted = at::empty({n * int64_t(sizeof(Box<acc_t>))}, boxes.options().dtype(at::kByte));
+    at::Tensor area = at::empty({n}, boxes.options().dtype(c10::CppTypeToScalarType<acc_t>::value));
+    Box<acc_t>* sorted_p = reinterpret_cast<Box<acc_t>*>(sorted.mutable_data_ptr<uint8_t>());
+    acc_t* area_p = area.mutable_data_ptr<acc_t>();
+    gather_boxes_kernel<scalar_t, acc_t><<<blocks_for(n), kThreads, 0, stream>>>(
+        boxes.const_data_ptr<scalar_t>(), order.const_data_ptr<int64_t>(), nullptr, n, sorted_p, area_p, nullptr);
+    C10_CUDA_KERNEL_LAUNCH_CHECK();
+    // The threshold in the compute type (as the CPU kernel): the double
+    // comparison in the mask kernel is then the compute type's.
+    const double threshold = static_cast<double>(static_cast<acc_t>(iou_threshold));
+    suppress_cuda<acc_t>(sorted_p, area_p, nullptr, n, threshold, /*inclusive=*/true,
+                         /*skip_disjoint=*/threshold > 0, kept_p, owner_p, long_options, stream);
+  });
+  own_leaders_kernel<<<blocks_for(n), kThreads, 0, stream>>>(kept_p, n, owner_p);
+  C10_CUDA_KERNEL_LAUNCH_CHECK();
+  // Positions by (leader, position): each group's leader first, members in score order.
+  const at::Tensor by_group = std::get<1>(at::sort(owner, /*stable=*/true, /*dim=*/0, /*descending=*/false));
+  const at::Tensor leader = owner.index_select(0, by_group);
+  return at::stack({order.index_select(0, leader), order.index_select(0, by_group)}, 1);
 }
 
 } // namespace kernels

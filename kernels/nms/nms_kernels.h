@@ -1,5 +1,5 @@
 #pragma once
-// Device kernels of nms, batched_nms and soft_nms. Callers (src/nms) validate
+// Device kernels of nms, batched_nms, soft_nms and nms_match. Callers (src/nms) validate
 // the arguments first; these functions only compute.
 //
 // Order used everywhere: decreasing score, a NaN score after every number, ties
@@ -39,11 +39,18 @@ at::Tensor nms_cpu(const at::Tensor& boxes, const at::Tensor& scores, const at::
 std::tuple<at::Tensor, at::Tensor> soft_nms_cpu(const at::Tensor& boxes, const at::Tensor& scores,
                                                 const SoftNmsParams& params);
 
+// nms_match: [N, 2] int64 rows (leader, member), see src/nms/nms.cpp. A box
+// joins the group of the first leader (in score order) with IoU >= threshold,
+// the IoU compared in the compute type (mmcv compares floats).
+at::Tensor nms_match_cpu(const at::Tensor& dets, double iou_threshold);
+
 #ifdef MMOPS_WITH_CUDA
 at::Tensor nms_cuda(const at::Tensor& boxes, const at::Tensor& scores, const at::Tensor& idxs, double iou_threshold);
 
 std::tuple<at::Tensor, at::Tensor> soft_nms_cuda(const at::Tensor& boxes, const at::Tensor& scores,
                                                  const SoftNmsParams& params);
+
+at::Tensor nms_match_cuda(const at::Tensor& dets, double iou_threshold);
 #endif
 
 } // namespace kernels

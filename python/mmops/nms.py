@@ -1,22 +1,23 @@
-"""nms, batched_nms and soft_nms: mmcv-style functional wrappers around
-torch.ops.mmops (their fake kernels: mmops/_fake.py).
+"""nms, batched_nms, soft_nms and nms_match: mmcv-style functional wrappers
+around torch.ops.mmops (the fake kernels of the first three: mmops/_fake.py).
 
 The ops themselves (what TorchScript, torch.compile and C++ see):
     torch.ops.mmops.nms(boxes, scores, iou_threshold) -> keep
     torch.ops.mmops.batched_nms(boxes, scores, idxs, iou_threshold) -> keep
     torch.ops.mmops.soft_nms(boxes, scores, iou_threshold=0.3, sigma=0.5,
                              min_score=1e-3, method="linear") -> (dets, keep)
+    torch.ops.mmops.nms_match(dets, iou_threshold) -> rows [N, 2] (leader, member)
 keep: int64 indices into the input, by decreasing score (ties: lower index
 first; a NaN score after every number). The wrappers below add mmcv's
 conveniences (dets, offset, score_threshold, max_num, nms_cfg).
 """
 
-from typing import Any, Dict, Optional, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
 import torch
 from torch import Tensor
 
-__all__ = ["nms", "batched_nms", "soft_nms"]
+__all__ = ["nms", "batched_nms", "soft_nms", "nms_match"]
 
 
 def _shift_for_offset(boxes: Tensor, offset: int) -> Tensor:
@@ -137,3 +138,27 @@ def batched_nms(
             dets, keep = dets[:max_num], keep[:max_num]
         return dets, keep
     raise ValueError(f"mmops.batched_nms: nms_cfg type must be 'nms' or 'soft_nms', got {nms_type!r}")
+
+
+def nms_match(dets: Any, iou_threshold: float) -> List[Any]:
+    """mmcv.ops.nms_match: the groups greedy NMS forms on dets [N, 5] (x1, y1, x2,
+    y2, score), a box joining the group of the first higher-ranked kept box whose
+    IoU with it is >= iou_threshold.
+
+    Returns one int64 index tensor (numpy input: one numpy int array) per kept box,
+    by decreasing score: the kept box first, then the boxes it took, by decreasing
+    score. Tensors stay on dets' device; splitting the op's rows into groups reads
+    the group sizes on the host (one synchronisation on CUDA).
+    """
+    if dets.shape[0] == 0:
+        return []  # mmcv returns before checking the shape
+    is_tensor = isinstance(dets, Tensor)
+    rows = torch.ops.mmops.nms_match(dets if is_tensor else torch.from_numpy(dets), float(iou_threshold))
+    members = rows[:, 1].contiguous()
+    counts = torch.unique_consecutive(rows[:, 0], return_counts=True)[1].tolist()
+    groups = torch.split(members, counts)
+    if is_tensor:
+        return list(groups)
+    import numpy as np
+
+    return [np.array(g.numpy(), dtype=int) for g in groups]

@@ -1,11 +1,15 @@
-// mmops::nms, batched_nms and soft_nms: schemas, CPU/CUDA registration and the
-// public C++ API. Validation is in nms_checks.cpp, kernels in kernels/nms, and
-// the Autograd registration (not differentiable) in nms_autograd.cpp.
+// mmops::nms, batched_nms, soft_nms and nms_match: schemas, CPU/CUDA
+// registration and the public C++ API. Validation is in nms_checks.cpp, kernels
+// in kernels/nms, and the Autograd registration (not differentiable) in
+// nms_autograd.cpp.
 //
-// Their output size depends on the data, so they have no C++ meta kernel: the
-// fake kernels are in Python (python/mmops/_fake.py, an unbacked size). They
-// validate through the validation-only schemas below, which run the checks of
-// the CPU/CUDA entries, so fake tensors raise the errors of eager mode.
+// The output size of nms, batched_nms and soft_nms depends on the data, so they
+// have no C++ meta kernel: the fake kernels are in Python (python/mmops/_fake.py,
+// an unbacked size). They validate through the validation-only schemas below,
+// which run the checks of the CPU/CUDA entries, so fake tensors raise the errors
+// of eager mode. nms_match returns one row per box (its groups, flattened: see
+// docs/ops/nms_match.md), a size known from the input: a C++ meta kernel
+// (nms_meta.cpp).
 
 #include "common/autocast.h"
 #include "common/dispatch.h"
@@ -22,6 +26,9 @@ TORCH_LIBRARY_FRAGMENT(mmops, m) {
   define_op(m,
             "soft_nms(Tensor boxes, Tensor scores, float iou_threshold=0.3, float sigma=0.5, "
             "float min_score=1e-3, str method=\"linear\") -> (Tensor dets, Tensor keep)");
+  // [N, 2] int64 rows (group leader, member), leaders by decreasing score, each
+  // group's leader row first, then its members by decreasing score.
+  define_op(m, "nms_match(Tensor dets, float iou_threshold) -> Tensor");
   // Validation only (the arguments of the op above, nothing returned): for the fake kernels.
   m.def("_nms_check(Tensor boxes, Tensor scores, float iou_threshold) -> ()");
   m.def("_batched_nms_check(Tensor boxes, Tensor scores, Tensor idxs, float iou_threshold) -> ()");
@@ -55,6 +62,12 @@ std::tuple<at::Tensor, at::Tensor> soft_nms_entry(const at::Tensor& boxes, const
   return Kernel(boxes, scores, p);
 }
 
+template <auto Kernel>
+at::Tensor nms_match_entry(const at::Tensor& dets, double iou_threshold) {
+  detail::check_nms_match(dets, iou_threshold);
+  return Kernel(dets, iou_threshold);
+}
+
 void soft_nms_check(const at::Tensor& boxes, const at::Tensor& scores, double iou_threshold, double sigma,
                     double min_score, c10::string_view method) {
   detail::check_soft_nms(boxes, scores, iou_threshold, sigma, min_score, method);
@@ -79,12 +92,18 @@ std::tuple<at::Tensor, at::Tensor> soft_nms(const at::Tensor& boxes, const at::T
   return op.call(boxes, scores, iou_threshold, sigma, min_score, method);
 }
 
+at::Tensor nms_match(const at::Tensor& dets, double iou_threshold) {
+  static const auto op = detail::op_handle<NmsMatchFn>("mmops::nms_match");
+  return op.call(dets, iou_threshold);
+}
+
 } // namespace mmops
 
 #define MMOPS_NMS_ENTRIES(m, device)                                \
   m.impl("nms", &nms_entry<kernels::nms_##device>);                 \
   m.impl("batched_nms", &batched_nms_entry<kernels::nms_##device>); \
-  m.impl("soft_nms", &soft_nms_entry<kernels::soft_nms_##device>);
+  m.impl("soft_nms", &soft_nms_entry<kernels::soft_nms_##device>);  \
+  m.impl("nms_match", &nms_match_entry<kernels::nms_match_##device>);
 
 MMOPS_REGISTER_DEVICE_ENTRIES(MMOPS_NMS_ENTRIES)
 
@@ -94,4 +113,4 @@ TORCH_LIBRARY_IMPL(mmops, CompositeExplicitAutograd, m) {
   m.impl("_batched_nms_check", &mmops::detail::check_batched_nms);
   m.impl("_soft_nms_check", &mmops::soft_nms_check);
 }
-MMOPS_REGISTER_AUTOCAST(kDataDtype, "nms", "batched_nms", "soft_nms")
+MMOPS_REGISTER_AUTOCAST(kDataDtype, "nms", "batched_nms", "soft_nms", "nms_match")

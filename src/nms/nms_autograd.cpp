@@ -1,5 +1,5 @@
-// Autograd of nms, batched_nms and soft_nms: none. keep, an index tensor, has
-// no gradient; soft_nms' dets raise "not implemented" if backward reaches them.
+// Autograd of nms, batched_nms, soft_nms and nms_match: none. keep and
+// nms_match's groups, index tensors, have no gradient; soft_nms' dets raise "not implemented" if backward reaches them.
 
 #include <torch/csrc/autograd/autograd_not_implemented_fallback.h>
 #include <torch/library.h>
@@ -8,4 +8,5 @@ TORCH_LIBRARY_IMPL(mmops, Autograd, m) {
   m.impl("nms", torch::autograd::autogradNotImplementedFallback());
   m.impl("batched_nms", torch::autograd::autogradNotImplementedFallback());
   m.impl("soft_nms", torch::autograd::autogradNotImplementedFallback());
+  m.impl("nms_match", torch::autograd::autogradNotImplementedFallback());
 }

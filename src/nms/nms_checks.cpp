@@ -1,4 +1,4 @@
-// Argument validation of nms, batched_nms and soft_nms, on every backend: the
+// Argument validation of nms, batched_nms, soft_nms and nms_match, on every backend: the
 // CPU/CUDA entries run it, and so do the validation-only schemas that the
 // Python fake kernels call (sizes may be symbolic, unbacked too).
 
@@ -18,6 +18,7 @@ namespace {
 constexpr const char* kNmsOp = "mmops::nms: ";
 constexpr const char* kBatchedNmsOp = "mmops::batched_nms: ";
 constexpr const char* kSoftNmsOp = "mmops::soft_nms: ";
+constexpr const char* kNmsMatchOp = "mmops::nms_match: ";
 
 constexpr std::pair<const char*, SoftNmsMethod> kSoftNmsMethods[] = {
     {"naive", SoftNmsMethod::Naive}, {"linear", SoftNmsMethod::Linear}, {"gaussian", SoftNmsMethod::Gaussian}};
@@ -78,6 +79,15 @@ SoftNmsParams check_soft_nms(const at::Tensor& boxes, const at::Tensor& scores, 
   p.sigma = sigma;
   p.min_score = min_score;
   return p;
+}
+
+void check_nms_match(const at::Tensor& dets, double iou_threshold) {
+  TORCH_CHECK(dets.dim() == 2 && dets.sym_size(1) == 5, kNmsMatchOp,
+              "expected dets to be a 2-D tensor of shape [N, 5] (x1, y1, x2, y2, score), but got shape ",
+              shape_of(dets));
+  TORCH_CHECK(at::isFloatingType(dets.scalar_type()), kNmsMatchOp,
+              "expected dets to have a floating point dtype, but got ", dets.scalar_type());
+  check_threshold(kNmsMatchOp, "iou_threshold", iou_threshold);
 }
 
 } // namespace detail

@@ -1,5 +1,5 @@
 #pragma once
-// Internal pieces of nms, batched_nms and soft_nms shared by their
+// Internal pieces of nms, batched_nms, soft_nms and nms_match shared by their
 // registration (nms.cpp) and validation (nms_checks.cpp): the checks and the
 // dispatcher signatures.
 
@@ -17,6 +17,7 @@ using NmsFn = at::Tensor(const at::Tensor&, const at::Tensor&, double);
 using BatchedNmsFn = at::Tensor(const at::Tensor&, const at::Tensor&, const at::Tensor&, double);
 using SoftNmsFn = std::tuple<at::Tensor, at::Tensor>(const at::Tensor&, const at::Tensor&, double, double, double,
                                                      c10::string_view);
+using NmsMatchFn = at::Tensor(const at::Tensor&, double);
 
 namespace detail {
 
@@ -32,6 +33,9 @@ void check_batched_nms(const at::Tensor& boxes, const at::Tensor& scores, const 
 
 SoftNmsParams check_soft_nms(const at::Tensor& boxes, const at::Tensor& scores, double iou_threshold, double sigma,
                              double min_score, c10::string_view method);
+
+// dets: [N, 5] (x1, y1, x2, y2, score), one floating dtype.
+void check_nms_match(const at::Tensor& dets, double iou_threshold);
 
 } // namespace detail
 } // namespace mmops

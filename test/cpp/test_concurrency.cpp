@@ -96,6 +96,9 @@ std::vector<OpCall> op_calls() {
                      return Results{dets, keep};
                    },
                    2});
+  calls.push_back({"nms_match", {at::cat({boxes, scores.unsqueeze(1)}, 1)}, {false}, [one](const Results& a) {
+                     return one(mmops::nms_match(a[0], 0.3));
+                   }});
   calls.push_back({"bbox_overlaps", {boxes, boxes_for(30, 9)}, {true, true}, [one](const Results& a) {
                      return one(mmops::bbox_overlaps(a[0], a[1], "iou", false, 0));
                    }});

@@ -1,4 +1,4 @@
-// C++ face of mmops::nms, batched_nms and soft_nms: the public API, mmcv's
+// C++ face of mmops::nms, batched_nms, soft_nms and nms_match: the public API, mmcv's
 // known vectors, ties / NaN / empty, errors, TorchScript source compiled in
 // C++, CUDA == CPU. (bbox_overlaps: test_bbox_overlaps.cpp.)
 
@@ -83,6 +83,43 @@ std::vector<int64_t> nms_reference(const at::Tensor& boxes_in, const at::Tensor&
   return keep;
 }
 
+// mmcv's nms_match, written independently: groups by decreasing score (ties:
+// lower index), a box joining the first leader with IoU >= threshold. Returns
+// the flattened rows (leader, member).
+std::vector<int64_t> nms_match_reference(const at::Tensor& dets_in, double threshold) {
+  const at::Tensor dets = dets_in.to(at::kDouble).contiguous();
+  const int64_t n = dets.size(0);
+  const double* d = dets.data_ptr<double>();
+  std::vector<int64_t> order(n);
+  for (int64_t i = 0; i < n; ++i) {
+    order[i] = i;
+  }
+  std::stable_sort(order.begin(), order.end(), [&](int64_t x, int64_t y) { return d[5 * x + 4] > d[5 * y + 4]; });
+  std::vector<bool> grouped(n, false);
+  std::vector<int64_t> rows;
+  for (int64_t p = 0; p < n; ++p) {
+    const int64_t i = order[p];
+    if (grouped[i]) {
+      continue;
+    }
+    rows.insert(rows.end(), {i, i});
+    for (int64_t q = p + 1; q < n; ++q) {
+      const int64_t j = order[q];
+      if (!grouped[j] && iou(d + 5 * i, d + 5 * j) >= threshold) {
+        grouped[j] = true;
+        rows.insert(rows.end(), {i, j});
+      }
+    }
+  }
+  return rows;
+}
+
+at::Tensor random_dets(int64_t n, double image, double side, at::ScalarType dtype) {
+  return at::cat({random_boxes(n, image, side, at::kDouble), at::rand({n, 1}, at::TensorOptions().dtype(at::kDouble))},
+                 1)
+      .to(dtype);
+}
+
 TEST(Nms, MmcvKnownVector) {
   for (at::ScalarType dtype : {at::kFloat, at::kDouble, at::kHalf, at::kBFloat16}) {
     const at::Tensor keep = mmops::nms(mmcv_boxes(dtype), mmcv_scores(dtype), 0.3);
@@ -165,6 +202,55 @@ TEST(Nms, BadArgumentsRaiseClearErrors) {
                         "sigma must be a positive finite number");
 }
 
+TEST(NmsMatch, MmcvKnownVector) {
+  // mmcv tests/test_ops/test_nms.py::test_nms_match, iou_thr 0.6: groups [0, 1] and [2, 3]
+  const at::Tensor dets = at::tensor({49.1, 32.4, 51.0, 35.9, 0.9, 49.3, 32.9, 51.0, 35.3, 0.9,
+                                      35.3, 11.5, 39.9, 14.5, 0.4, 35.2, 11.7, 39.7, 15.7, 0.3})
+                              .reshape({4, 5});
+  for (at::ScalarType dtype : {at::kFloat, at::kDouble}) {
+    const at::Tensor rows = mmops::nms_match(dets.to(dtype), 0.6);
+    EXPECT_EQ(rows.scalar_type(), at::kLong);
+    EXPECT_EQ(rows.sizes(), (at::IntArrayRef{4, 2}));
+    EXPECT_EQ(to_vector(rows), (std::vector<int64_t>{0, 0, 0, 1, 2, 2, 2, 3})) << dtype;
+  }
+  EXPECT_EQ(to_vector(mmops::nms_match(dets, 0.7)), (std::vector<int64_t>{0, 0, 1, 1, 2, 2, 3, 3}));
+}
+
+TEST(NmsMatch, RandomAgainstReferenceAndEmpty) {
+  at::manual_seed(5);
+  for (int64_t n : {1, 63, 64, 65, 400}) {
+    const at::Tensor dets = random_dets(n, 100.0, 30.0, at::kDouble);
+    for (double thr : {-0.1, 0.0, 0.2, 0.5, 0.8}) {
+      EXPECT_EQ(to_vector(mmops::nms_match(dets, thr)), nms_match_reference(dets, thr)) << n << " " << thr;
+    }
+  }
+  const at::Tensor empty = mmops::nms_match(at::zeros({0, 5}), 0.5);
+  EXPECT_EQ(empty.sizes(), (at::IntArrayRef{0, 2}));
+  EXPECT_EQ(empty.scalar_type(), at::kLong);
+}
+
+TEST(NmsMatch, BadArgumentsRaiseClearErrors) {
+  EXPECT_ERROR_MENTIONS(mmops::nms_match(at::zeros({3, 4}), 0.5),
+                        "mmops::nms_match: expected dets to be a 2-D tensor of shape [N, 5]");
+  EXPECT_ERROR_MENTIONS(mmops::nms_match(at::zeros({3, 5}, at::kInt), 0.5),
+                        "expected dets to have a floating point dtype, but got Int");
+  EXPECT_ERROR_MENTIONS(mmops::nms_match(at::zeros({3, 5}), std::numeric_limits<double>::quiet_NaN()),
+                        "iou_threshold must be a number, but got nan");
+}
+
+TEST(NmsMatch, CudaMatchesCpu) {
+  if (!torch::cuda::is_available()) {
+    GTEST_SKIP() << "no CUDA device on this machine";
+  }
+  at::manual_seed(9);
+  for (at::ScalarType dtype : {at::kFloat, at::kDouble, at::kHalf, at::kBFloat16}) {
+    const at::Tensor dets = random_dets(3000, 400.0, 60.0, dtype);
+    for (double thr : {0.0, 0.3, 0.6}) {
+      EXPECT_TRUE(at::equal(mmops::nms_match(dets.cuda(), thr).cpu(), mmops::nms_match(dets, thr))) << dtype << thr;
+    }
+  }
+}
+
 TEST(Nms, TorchScriptSourceCompiledInCpp) {
   auto unit = std::make_shared<torch::jit::CompilationUnit>();
   unit->define(std::nullopt, R"JIT(
@@ -218,5 +304,10 @@ const mmops_test::CppApiEntry soft_nms_api{"mmops::soft_nms", [](const mmops_tes
                                                                  a[3].toDouble(), a[4].toDouble(), a[5].toStringRef());
                                              return mmops_test::ApiOutputs{dets, keep};
                                            }};
+
+const mmops_test::CppApiEntry nms_match_api{
+    "mmops::nms_match", [](const mmops_test::ApiArgs& a) {
+      return mmops_test::ApiOutputs{mmops::nms_match(a[0].toTensor(), a[1].toDouble())};
+    }};
 
 } // namespace

@@ -77,6 +77,7 @@ def calls(device, low):
         ("bbox_overlaps", lambda a, c: ops.bbox_overlaps(a, c, "iou", False, 0), (b, b[:7].float()), low),
         ("nms", lambda a, s: ops.nms(a, s, 0.5), (b, scores), torch.int64),
         ("soft_nms dets", lambda a, s: ops.soft_nms(a, s, 0.3, 0.5, 1e-3, "gaussian")[0], (b, scores), low),
+        ("nms_match", lambda d: ops.nms_match(d, 0.3), (torch.cat([b, scores[:, None].to(low)], 1),), torch.int64),
         ("sigmoid_focal_loss", lambda z: ops.sigmoid_focal_loss(z, target, 2.0, 0.25, None, "none"), (logits,), None),
         ("softmax_focal_loss", lambda z: ops.softmax_focal_loss(z, target, 2.0, 0.25, None, "sum"), (logits,), None),
     ]

@@ -198,6 +198,7 @@ def _references():
     import test_ms_deform_attn as ms
     import test_multi_level_roi_align as ml
     import test_nms as nm
+    import test_nms_match as nmm
     import test_roi_pool as rp
     from roi_align_reference import roi_align_ref
 
@@ -208,6 +209,7 @@ def _references():
         "mmops::nms": nm.nms_ref,
         "mmops::batched_nms": lambda b, s, i, t: nm.nms_ref(b, s, t, i),
         "mmops::soft_nms": nm.soft_nms_ref,
+        "mmops::nms_match": lambda dets, thr: nmm.rows_of(nmm.nms_match_ref(dets, thr)),
         "mmops::bbox_overlaps": bo.overlaps_ref,
         "mmops::sigmoid_focal_loss": fl.sigmoid_ref,
         "mmops::softmax_focal_loss": fl.softmax_ref,
