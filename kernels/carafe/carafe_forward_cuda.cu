@@ -57,7 +57,7 @@ __device__ void stage_masks(acc_t* tile, const scalar_t* __restrict__ mask_group
 template <typename scalar_t, typename acc_t>
 __global__ void forward_kernel(const scalar_t* __restrict__ feat, const scalar_t* __restrict__ mask,
                                scalar_t* __restrict__ out, Geometry g, ForwardShape s) {
-  extern __shared__ unsigned char shared_bytes[];
+  extern __shared__ __align__(16) unsigned char shared_bytes[];
   acc_t* tile = reinterpret_cast<acc_t*>(shared_bytes);
   const int64_t plane = g.out_plane(), in_plane = g.height * g.width;
   for (int64_t b = blockIdx.x; b < s.blocks; b += gridDim.x) {

@@ -10,6 +10,9 @@
 
 #include "test_support.h"
 
+#include <tuple>
+#include <vector>
+
 namespace {
 
 // The definition, as loops: out[n, c, ho, wo] = sum over the k x k window around
@@ -36,7 +39,8 @@ at::Tensor reference(const at::Tensor& f, const at::Tensor& m, int64_t k, int64_
 
 TEST(Carafe, MatchesLoopReference) {
   at::manual_seed(0);
-  for (auto [k, g, s] : {std::tuple<int64_t, int64_t, int64_t>{3, 2, 2}, {5, 1, 1}, {1, 3, 3}, {7, 3, 2}}) {
+  using Options = std::tuple<int64_t, int64_t, int64_t>; // kernel_size, group_size, scale_factor
+  for (const auto& [k, g, s] : std::vector<Options>{{3, 2, 2}, {5, 1, 1}, {1, 3, 3}, {7, 3, 2}}) {
     const at::Tensor f = at::randn({2, 6, 4, 5}, at::kDouble);
     const at::Tensor m = at::rand({2, k * k * g, 4 * s, 5 * s}, at::kDouble);
     const at::Tensor out = mmops::carafe(f, m, k, g, s);
