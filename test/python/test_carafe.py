@@ -298,6 +298,34 @@ def test_backward_helper_checks():
         bwd(torch.zeros(1, 2, 6, 6, dtype=torch.float64), features, masks, 4, 1, 2)
 
 
+@pytest.mark.parametrize(
+    "device,low",
+    [
+        pytest.param("cpu", torch.bfloat16, id="cpu-bf16"),
+        pytest.param("cuda", torch.float16, id="cuda-fp16", marks=pytest.mark.cuda),
+        pytest.param("cuda", torch.bfloat16, id="cuda-bf16", marks=pytest.mark.cuda),
+    ],
+)
+def test_autocast_runs_in_float32(device, low):
+    """Under autocast low-precision features with float32 masks (mixed, as CARAFEPack under amp)
+    run in float32 and come back in the features' dtype; gradients flow through the casts."""
+    features, masks = inputs((2, 4, 5, 6), 3, 2, 2, torch.float32, seed=15)
+    f = features.to(device=device, dtype=low).requires_grad_(True)
+    m = masks.to(device).requires_grad_(True)
+    with pytest.raises(RuntimeError, match="masks to have the dtype"):
+        op(f, m, 3, 2, 2)
+    with torch.autocast(device, dtype=low):
+        out = op(f, m, 3, 2, 2)
+    assert out.dtype == low
+    f32, m32 = f.detach().float().requires_grad_(True), m.detach().clone().requires_grad_(True)
+    expected = op(f32, m32, 3, 2, 2)
+    assert torch.equal(out, expected.to(low))
+    out.float().sum().backward()
+    expected.sum().backward()
+    assert f.grad.dtype == low and m.grad.dtype == torch.float32
+    assert torch.equal(f.grad, f32.grad.to(low)) and torch.equal(m.grad, m32.grad)
+
+
 # --------------------------------------------------------------------------- modules
 
 
