@@ -49,8 +49,9 @@ CarafeParams check_carafe_forward(const at::Tensor& features, const at::Tensor& 
                                     .sym_and(masks.sym_size(2).sym_eq(out_h))
                                     .sym_and(masks.sym_size(3).sym_eq(out_w));
   TORCH_SYM_CHECK(shape_ok, kCarafeOp, "expected masks of shape [", features.sym_size(0), ", ", mask_channels, ", ",
-                  out_h, ", ", out_w, "] (N, kernel_size^2 * group_size, H * scale_factor, W * scale_factor), but got ",
-                  shape_of(masks));
+                  out_h, ", ", out_w,
+                  "] ([N, kernel_size^2 * group_size, H * scale_factor, W * scale_factor] of features of shape ",
+                  shape_of(features), "), but got ", shape_of(masks));
   return CarafeParams{kernel_size, group_size, scale_factor};
 }
 
