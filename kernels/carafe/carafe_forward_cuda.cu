@@ -99,7 +99,7 @@ at::Tensor carafe_forward_cuda(const at::Tensor& features_, const at::Tensor& ma
   s.mask_channels = masks.size(1);
   s.tiles = (g.out_plane() + kTilePixels - 1) / kTilePixels;
   s.chunks = (s.channels + kChunk - 1) / kChunk;
-  s.blocks = features.size(0) * s.tiles * s.chunks; // < numel(output): no overflow
+  s.blocks = features.size(0) * s.tiles * s.chunks; // <= numel(output): no overflow
   cudaStream_t stream = c10::cuda::getCurrentCUDAStream();
   AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, features.scalar_type(), "mmops::carafe (CUDA)", [&] {
     using acc_t = at::opmath_type<scalar_t>;
