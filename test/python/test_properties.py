@@ -200,6 +200,7 @@ def _references():
     import test_nms as nm
     import test_nms_match as nmm
     import test_roi_pool as rp
+    from carafe_reference import carafe_reference
     from roi_align_reference import roi_align_ref
 
     return {
@@ -216,6 +217,7 @@ def _references():
         "mmops::deform_conv2d": lambda x, o, w, b, *rest: dc.reference(x, o, None, w, b, *rest),
         "mmops::modulated_deform_conv2d": dc.reference,
         "mmops::ms_deform_attn": lambda v, shapes, starts, loc, attn: ms.reference(v, shapes, loc, attn),
+        "mmops::carafe": carafe_reference,
     }
 
 
