@@ -15,6 +15,7 @@
 #include <ATen/ops/empty.h>
 #include <ATen/ops/zeros.h>
 
+#include <algorithm>
 #include <vector>
 
 namespace mmops {
@@ -181,9 +182,10 @@ void grad_offset_impl(const at::Tensor& grad_output, const at::Tensor& input, co
           }
         }
       }
+      // count == 0: also a box of non-finite size, whose product would be NaN
       const acc_t scale = count > 0 ? gamma / static_cast<acc_t>(count) : acc_t(0);
-      gof[(k * 2) * bins + bin] = static_cast<scalar_t>(sx * scale * g.box.roi_w);
-      gof[(k * 2 + 1) * bins + bin] = static_cast<scalar_t>(sy * scale * g.box.roi_h);
+      gof[(k * 2) * bins + bin] = static_cast<scalar_t>(count > 0 ? sx * scale * g.box.roi_w : acc_t(0));
+      gof[(k * 2 + 1) * bins + bin] = static_cast<scalar_t>(count > 0 ? sy * scale * g.box.roi_h : acc_t(0));
     }
   });
 }

@@ -36,8 +36,9 @@ struct Shape {
   int64_t rois, batch, channels, height, width, pooled_h, pooled_w;
 };
 
-int64_t blocks_for(int64_t work) {
-  return std::min<int64_t>((work + kThreads - 1) / kThreads, int64_t(1) << 20);
+// Blocks of a grid-stride loop over `work` items, `per_block` a block.
+unsigned int blocks_for(int64_t work, int64_t per_block = kThreads) {
+  return static_cast<unsigned int>(std::min<int64_t>((work + per_block - 1) / per_block, int64_t(1) << 20));
 }
 
 // Box and shifted origin of bin `bin` of roi k.
@@ -167,9 +168,10 @@ __global__ void __launch_bounds__(kThreads)
     sx = warp_sum(sx);
     sy = warp_sum(sy);
     if (lane == 0) {
+      // count == 0: also a box of non-finite size, whose product would be NaN
       const acc_t scale = count > 0 ? static_cast<acc_t>(p.gamma) / static_cast<acc_t>(count) : acc_t(0);
-      grad_offset[(k * 2) * bins + bin] = static_cast<scalar_t>(sx * scale * box.roi_w);
-      grad_offset[(k * 2 + 1) * bins + bin] = static_cast<scalar_t>(sy * scale * box.roi_h);
+      grad_offset[(k * 2) * bins + bin] = static_cast<scalar_t>(count > 0 ? sx * scale * box.roi_w : acc_t(0));
+      grad_offset[(k * 2 + 1) * bins + bin] = static_cast<scalar_t>(count > 0 ? sy * scale * box.roi_h : acc_t(0));
     }
   }
 }
@@ -233,8 +235,7 @@ std::tuple<at::Tensor, at::Tensor> deform_roi_pool_backward_cuda(const at::Tenso
         C10_CUDA_KERNEL_LAUNCH_CHECK();
         grad_input = sum.scalar_type() == input.scalar_type() ? sum : sum.to(input.scalar_type());
         if (offset.defined()) {
-          const int64_t warps = s.rois * s.pooled_h * s.pooled_w;
-          const int64_t blocks = std::min<int64_t>((warps + kWarpsPerBlock - 1) / kWarpsPerBlock, int64_t(1) << 20);
+          const unsigned int blocks = blocks_for(s.rois * s.pooled_h * s.pooled_w, kWarpsPerBlock);
           grad_offset_kernel<scalar_t><<<blocks, kThreads, 0, stream>>>(
               grad_output.const_data_ptr<scalar_t>(), input.const_data_ptr<scalar_t>(), rois.const_data_ptr<scalar_t>(),
               offset_ptr<scalar_t>(offset), grad_offset.mutable_data_ptr<scalar_t>(), s, params);

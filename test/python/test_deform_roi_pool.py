@@ -42,7 +42,9 @@ def grads_of(x, rois, offset, go, out_size, scale, ratio, gamma):
 
 
 def _sample(device, dtype, size):
-    (N, C, H, W), K = ((2, 3, 10, 12), 6) if size == 0 else ((3, 4, 14, 9), 9)
+    # no size equal to out_h, out_w (2, 3) or 5 (rois' columns): the checks specialise those
+    # (duck-sized) dims under torch.compile(dynamic=True)
+    (N, C, H, W), K = ((4, 6, 10, 12), 7) if size == 0 else ((6, 4, 14, 9), 11)
     torch.manual_seed(30 + size)
     x = torch.randn(N, C, H, W, dtype=dtype)
     rois = random_rois(K, N, H, W, dtype=dtype, spatial_scale=0.5)
@@ -153,10 +155,16 @@ CONFORMANCE = [
             "gamma_nan": _bad(lambda *a: _with(a, gamma=math.nan), "gamma"),
             "gamma_inf": _bad(lambda *a: _with(a, gamma=math.inf), "gamma"),
             **{
-                f"batch_index_{v}": BadInput(
-                    lambda *a, v=v: _with(a, r=with_batch_index(a[1], 2, v)), "deform_roi_pool: the batch index"
+                f"batch_index_{name}": BadInput(
+                    lambda *a, v=v: _with(a, r=with_batch_index(a[1], 2, v(a[0].shape[0]))),
+                    "deform_roi_pool: the batch index",
                 )
-                for v in (-1.0, 2.0, 7.0, math.nan)
+                for name, v in (
+                    ("-1", lambda n: -1.0),
+                    ("N", lambda n: float(n)),
+                    ("N+5", lambda n: n + 5.0),
+                    ("nan", lambda n: math.nan),
+                )
             },
         },
     ),
@@ -477,3 +485,19 @@ def test_benchmark_composite_matches_reference():
     torch.testing.assert_close(
         torch.autograd.grad(out, (x, offset), go), torch.autograd.grad(exp, (x, offset), go), **TOL[torch.float64]
     )
+
+
+@pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=pytest.mark.cuda)])
+@pytest.mark.parametrize("low", [torch.float16, torch.bfloat16])
+def test_autocast_runs_in_float32(device, low):
+    torch.manual_seed(14)
+    x = torch.randn(2, 4, 9, 10, device=device).to(low)
+    rois = random_rois(6, 2, 9, 10, device=device)  # float32 rois, low-precision features
+    offset = _offset(6, (2, 2), torch.float32, device)
+    with pytest.raises(RuntimeError, match="rois"):
+        op(x, rois, offset, [2, 2], 1.0, 0, 0.1)
+    with torch.autocast(device, dtype=low):
+        got = op(x, rois, offset.to(low), [2, 2], 1.0, 0, 0.1)
+    assert got.dtype == low
+    expected = op(x.float(), rois, offset.to(low).float(), [2, 2], 1.0, 0, 0.1)
+    assert torch.equal(got, expected.to(low))
