@@ -18,6 +18,7 @@
 #include <c10/macros/Macros.h>
 
 #include "common/host_device_math.h"
+#include "common/roi_bilinear.h"
 
 #include <cmath>
 #include <cstdint>
@@ -29,13 +30,15 @@ using host_device_math::batch_index;
 using host_device_math::ceil_of;
 using host_device_math::is_finite;
 using host_device_math::MaxTracker;
-
-// Samples per bin side: the adaptive grid is capped here, and the validation
-// (src/roi_align/roi_align_checks.cpp) rejects a larger sampling_ratio, so a
-// bin never takes more than kMaxGridSide^2 samples (and iy * grid_w + ix, the
-// int32 argmax, stays small).
-constexpr int kMaxGridSide = 512;
-constexpr int kMaxAdaptiveGrid = kMaxGridSide;
+// The sampling grid and the border-clamped bilinear taps: common/roi_bilinear.h.
+using roi_bilinear::axis_tap;
+using roi_bilinear::AxisTap;
+using roi_bilinear::Corners;
+using roi_bilinear::corners;
+using roi_bilinear::kMaxAdaptiveGrid;
+using roi_bilinear::kMaxGridSide;
+using roi_bilinear::sample_coord;
+using roi_bilinear::samples_per_bin;
 
 // One roi in feature-map coordinates.
 template <typename T>
@@ -45,19 +48,6 @@ struct RoiBox {
   int grid_h, grid_w; // samples per bin side; 0 means the bin has no samples
   bool valid;         // false when a coordinate is not finite
 };
-
-// Samples per bin side.
-template <typename T>
-C10_HOST_DEVICE inline int samples_per_bin(T roi_size, int64_t pooled, int64_t sampling_ratio) {
-  if (sampling_ratio > 0) {
-    return static_cast<int>(sampling_ratio);
-  }
-  const T n = ceil_of(roi_size / static_cast<T>(pooled));
-  if (!(n > T(0))) {
-    return 0;
-  }
-  return n < T(kMaxAdaptiveGrid) ? static_cast<int>(n) : kMaxAdaptiveGrid;
-}
 
 template <typename T>
 C10_HOST_DEVICE inline RoiBox<T> make_roi_box(T x1, T y1, T x2, T y2, T spatial_scale, bool aligned, int64_t pooled_h,
@@ -141,68 +131,6 @@ C10_HOST_DEVICE inline RoiSource<T> locate_roi(T batch_value, T x1, T y1, T x2, 
                        pooled_w, sampling_ratio);
   s.batch = s.box.valid ? batch_index(batch_value, batch_size) : -1;
   return s;
-}
-
-// Coordinate of sample `i` (of `grid`) in bin `p` along one axis.
-template <typename T>
-C10_HOST_DEVICE inline T sample_coord(T start, T bin_size, int64_t p, int i, int grid) {
-  return start + static_cast<T>(p) * bin_size + (static_cast<T>(i) + T(0.5)) * bin_size / static_cast<T>(grid);
-}
-
-// Bilinear interpolation is separable: one axis' two neighbours and weights.
-template <typename T>
-struct AxisTap {
-  int lo, hi;   // neighbour indices along the axis
-  T w_lo, w_hi; // their weights
-  bool valid;   // false: the sample lies outside [-1, size] and is worth 0
-};
-
-template <typename T>
-C10_HOST_DEVICE inline AxisTap<T> axis_tap(T coord, int64_t size) {
-  AxisTap<T> tap{0, 0, T(0), T(0), false};
-  if (size <= 0 || !(coord >= T(-1) && coord <= static_cast<T>(size))) {
-    return tap; // also NaN
-  }
-  if (coord < T(0)) {
-    coord = T(0);
-  }
-  int lo = static_cast<int>(coord);
-  int hi;
-  if (lo >= size - 1) {
-    lo = hi = static_cast<int>(size - 1);
-    coord = static_cast<T>(lo);
-  } else {
-    hi = lo + 1;
-  }
-  const T frac = coord - static_cast<T>(lo);
-  tap.lo = lo;
-  tap.hi = hi;
-  tap.w_lo = T(1) - frac;
-  tap.w_hi = frac;
-  tap.valid = true;
-  return tap;
-}
-
-// The four neighbours (offsets into a row-major H x W plane) and weights of a
-// sample whose axis taps are both valid.
-template <typename T>
-struct Corners {
-  int64_t offset[4];
-  T weight[4];
-};
-
-template <typename T>
-C10_HOST_DEVICE inline Corners<T> corners(const AxisTap<T>& ty, const AxisTap<T>& tx, int64_t width) {
-  Corners<T> c;
-  c.offset[0] = ty.lo * width + tx.lo;
-  c.offset[1] = ty.lo * width + tx.hi;
-  c.offset[2] = ty.hi * width + tx.lo;
-  c.offset[3] = ty.hi * width + tx.hi;
-  c.weight[0] = ty.w_lo * tx.w_lo;
-  c.weight[1] = ty.w_lo * tx.w_hi;
-  c.weight[2] = ty.w_hi * tx.w_lo;
-  c.weight[3] = ty.w_hi * tx.w_hi;
-  return c;
 }
 
 // Running maximum over a bin's samples for pool_mode="max" (index: the sample
