@@ -16,6 +16,7 @@
 #include <ATen/ops/zeros.h>
 
 #include <algorithm>
+#include <cstdlib>
 
 namespace mmops {
 namespace kernels {
@@ -33,6 +34,19 @@ at::Tensor masked_positions(const at::Tensor& mask, const MaskedConvParams& p) {
   const at::Tensor grid =
       mask.slice(1, 0, std::min(mask.size(1), p.out_h)).slice(2, 0, std::min(mask.size(2), p.out_w));
   return at::nonzero(grid.scalar_type() == at::kBool ? grid : at::gt(grid, 0));
+}
+
+// Positions per chunk: a chunk's column buffer stays below kColumnBytes (or,
+// for tests, a smaller positive MMOPS_MASKED_CONV_COLUMN_BYTES); at least one.
+int64_t chunk_positions(int64_t rows, int64_t element_bytes) {
+  int64_t budget = kColumnBytes;
+  if (const char* env = std::getenv("MMOPS_MASKED_CONV_COLUMN_BYTES")) {
+    const long long bytes = std::atoll(env);
+    if (bytes > 0) {
+      budget = std::min<int64_t>(bytes, kColumnBytes);
+    }
+  }
+  return std::max<int64_t>(1, budget / std::max<int64_t>(rows * element_bytes, 1));
 }
 
 at::Tensor weight_matrix(const at::Tensor& weight) {
@@ -64,11 +78,16 @@ at::Tensor masked_conv2d_forward_gemm(const MaskedKernels& device, const at::Ten
   if (positions.size(0) == 0) {
     return output;
   }
-  const at::Tensor cols = columns(device, input, positions, p);
   const at::Tensor w = weight_matrix(weight);
-  // bias is added at the masked positions only (mmcv: the others stay zero)
-  const at::Tensor values = bias.defined() ? at::addmm(bias.unsqueeze(1), w, cols) : at::mm(w, cols);
-  device.scatter(values.contiguous(), positions, output);
+  const int64_t count = positions.size(0);
+  const int64_t step = chunk_positions(w.size(1), input.element_size());
+  for (int64_t begin = 0; begin < count; begin += step) {
+    const at::Tensor chunk = positions.slice(0, begin, std::min(count, begin + step));
+    const at::Tensor cols = columns(device, input, chunk, p);
+    // bias is added at the masked positions only (mmcv: the others stay zero)
+    const at::Tensor values = bias.defined() ? at::addmm(bias.unsqueeze(1), w, cols) : at::mm(w, cols);
+    device.scatter(values.contiguous(), chunk, output);
+  }
   return output;
 }
 
@@ -82,25 +101,38 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> masked_conv2d_backward_gemm(
   at::Tensor grad_weight = output_mask[1] ? at::zeros(weight.sizes(), weight.options()) : empty_grad(weight);
   at::Tensor grad_bias = output_mask[2] ? at::zeros({out_channels}, weight.options()) : empty_grad(weight);
   const at::Tensor positions = grad_output.numel() > 0 ? masked_positions(mask, p) : at::Tensor();
-  if (positions.defined() && positions.size(0) > 0) {
-    at::Tensor g = at::empty({out_channels, positions.size(0)}, grad_output.options());
-    device.gather(grad_output, positions, g);
-    // The weight and bias gradients sum over every position: in float32 for 16-bit dtypes.
+  const int64_t count = positions.defined() ? positions.size(0) : 0;
+  if (count > 0 && output_mask[0] && input.numel() > 0 && device.nondeterministic_grad_input != nullptr) {
+    at::globalContext().alertNotDeterministic(device.nondeterministic_grad_input);
+  }
+  // The weight and bias gradients sum over every position: in float32 for 16-bit dtypes.
+  const at::Tensor w = weight_matrix(weight);
+  at::Tensor grad_weight_acc = output_mask[1] ? at::zeros(w.sizes(), weight.options().dtype(acc)) : at::Tensor();
+  at::Tensor grad_bias_acc = output_mask[2] ? at::zeros({out_channels}, weight.options().dtype(acc)) : at::Tensor();
+  // a chunk holds cols (acc dtype), grad_cols and g
+  const int64_t step = chunk_positions(std::max<int64_t>(w.size(1), out_channels), input.element_size() + 4);
+  for (int64_t begin = 0; begin < count; begin += step) {
+    const at::Tensor chunk = positions.slice(0, begin, std::min(count, begin + step));
+    at::Tensor g = at::empty({out_channels, chunk.size(0)}, grad_output.options());
+    device.gather(grad_output, chunk, g);
     const at::Tensor g_acc = g.to(acc);
     if (output_mask[2]) {
-      grad_bias = at::sum(g_acc, {1}).to(dtype);
+      grad_bias_acc.add_(at::sum(g_acc, {1}));
     }
     if (output_mask[1]) {
-      const at::Tensor cols = columns(device, input, positions, p).to(acc);
-      grad_weight = at::mm(g_acc, cols.t()).to(dtype).view(weight.sizes());
+      const at::Tensor cols = columns(device, input, chunk, p).to(acc);
+      grad_weight_acc.addmm_(g_acc, cols.t());
     }
     if (output_mask[0] && input.numel() > 0) {
-      if (device.nondeterministic_grad_input != nullptr) {
-        at::globalContext().alertNotDeterministic(device.nondeterministic_grad_input);
-      }
-      const at::Tensor grad_cols = at::mm(weight_matrix(weight).t(), g).contiguous();
-      device.col2im(grad_cols, positions, grad_input_acc, p);
+      const at::Tensor grad_cols = at::mm(w.t(), g).contiguous();
+      device.col2im(grad_cols, chunk, grad_input_acc, p);
     }
+  }
+  if (count > 0 && output_mask[1]) {
+    grad_weight = grad_weight_acc.to(dtype).view(weight.sizes());
+  }
+  if (count > 0 && output_mask[2]) {
+    grad_bias = grad_bias_acc.to(dtype);
   }
   at::Tensor grad_input = output_mask[0] ? grad_input_acc.to(dtype) : empty_grad(input);
   return {grad_input, grad_weight, grad_bias};

@@ -11,7 +11,8 @@
 //   backward: g [O, M] = grad_output gathered at the positions;
 //             grad_weight = g @ cols^T, grad_bias = g summed over M,
 //             grad_input = col2im (scatter-add) of weight^T @ g.
-// The work is proportional to M, not to N * H_out * W_out.
+// The work is proportional to M, not to N * H_out * W_out; the positions are
+// processed in chunks so that a column buffer stays below kColumnBytes.
 
 #include <ATen/core/Tensor.h>
 
@@ -30,6 +31,10 @@ struct MaskedConvParams {
 };
 
 namespace kernels {
+
+// Upper bound of one column buffer (cols or grad_cols) of a chunk of masked
+// positions; a chunk holds at least one position.
+constexpr int64_t kColumnBytes = int64_t(512) << 20;
 
 // The entry points, one signature for both devices. bias is undefined when absent.
 // forward: output [N, O, H_out, W_out] contiguous.

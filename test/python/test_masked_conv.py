@@ -342,6 +342,23 @@ def test_zero_input_channels():
     assert torch.equal(bias.grad, (mask > 0).sum().double().expand(3))
 
 
+@pytest.mark.parametrize("budget", ["1", "700"])
+def test_chunked_positions_match(monkeypatch, budget):
+    # A column budget of 1 byte: one position per chunk; 700: a few positions.
+    (x, mask, weight, bias), p, s = make_inputs(2, 3, 7, 6, 4, 3, seed=17)
+    go = torch.randn(2, 4, 7, 6, dtype=torch.float64)
+
+    def run():
+        leaves = [t.detach().clone().requires_grad_(True) for t in (x, weight, bias)]
+        out = call(leaves[0], mask, leaves[1], leaves[2], p, s)
+        return [out.detach(), *torch.autograd.grad(out, leaves, go)]
+
+    whole = run()
+    monkeypatch.setenv("MMOPS_MASKED_CONV_COLUMN_BYTES", budget)
+    for a, b in zip(run(), whole):
+        torch.testing.assert_close(a, b, rtol=1e-12, atol=1e-12)
+
+
 # --------------------------------------------------------------------------- gradients
 
 
