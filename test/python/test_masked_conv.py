@@ -84,8 +84,8 @@ def _empty(device, dtype):
     samples.append(((x, mask, weight, bias, p, s), (0, 5, 6, 7)))  # empty batch
     (x, mask, _, _), p, s = make_inputs(2, 4, 6, 7, 5, 3, dtype=dtype)
     samples.append(((x, mask, torch.randn(0, 4, 3, 3, dtype=dtype), None, p, s), (2, 0, 6, 7)))  # no outputs
-    (x, mask, weight, bias), p, s = make_inputs(2, 4, 0, 7, 5, 1, padding=0, dtype=dtype)
-    samples.append(((x, mask, weight, bias, p, s), (2, 5, 0, 7)))  # empty plane
+    (x, mask, weight, bias), p, s = make_inputs(2, 4, 0, 7, 5, 1, padding=(1, 0), dtype=dtype)
+    samples.append(((x, mask, weight, bias, p, s), (2, 5, 2, 7)))  # empty input plane (padding only)
     to = lambda t: t.to(device) if isinstance(t, torch.Tensor) else t  # noqa: E731
     return [Sample(tuple(to(a) for a in args), out_shapes=[shape]) for args, shape in samples]
 
@@ -127,7 +127,8 @@ class _ModuleNet(torch.nn.Module):
         self.conv = mmops.MaskedConv2d(4, 5, 3, padding=1)
 
     def forward(self, x: torch.Tensor, mask: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor):
-        return self.conv(x, mask) + self.conv(x) * (mask > 0).unsqueeze(1), self.conv(x, None)
+        op_out = torch.ops.mmops.masked_conv2d(x, mask, weight, bias, [1, 1], [1, 1])
+        return self.conv(x, mask) + self.conv(x) * (mask > 0).unsqueeze(1) + op_out, self.conv(x, None)
 
 
 def _good():
@@ -324,7 +325,14 @@ def test_noncontiguous_inputs():
     assert not xs.is_contiguous()
     for xi in (xs, x.contiguous(memory_format=torch.channels_last)):
         torch.testing.assert_close(
-            call(xi, mask.t().contiguous().t(), weight.transpose(2, 3).contiguous().transpose(2, 3), bias, p, s),
+            call(
+                xi,
+                mask.transpose(1, 2).contiguous().transpose(1, 2),
+                weight.transpose(2, 3).contiguous().transpose(2, 3),
+                bias,
+                p,
+                s,
+            ),
             expected,
         )
 
