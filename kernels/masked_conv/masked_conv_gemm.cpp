@@ -33,7 +33,8 @@ bool low_precision(at::ScalarType t) {
 at::Tensor masked_positions(const at::Tensor& mask, const MaskedConvParams& p) {
   const at::Tensor grid =
       mask.slice(1, 0, std::min(mask.size(1), p.out_h)).slice(2, 0, std::min(mask.size(2), p.out_w));
-  return at::nonzero(grid.scalar_type() == at::kBool ? grid : at::gt(grid, 0));
+  // nonzero's result is column-major; the kernels read (n, h, w) rows
+  return at::nonzero(grid.scalar_type() == at::kBool ? grid : at::gt(grid, 0)).contiguous();
 }
 
 // Positions per chunk: a chunk's column buffer stays below kColumnBytes (or,
