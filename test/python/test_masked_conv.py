@@ -471,7 +471,7 @@ def test_cuda_guided_anchoring_shape_matches_cpu(dtype):
     results = []
     for device, dt in (("cpu", torch.float64), ("cuda", dtype)):
         leaves = [t.to(device, dt).requires_grad_(True) for t in (x, weight, bias)]
-        out = call(leaves[0], mask.to(device, dt), leaves[1], leaves[2], p, s)
+        out = call(leaves[0], mask.to(dtype).to(device, dt), leaves[1], leaves[2], p, s)  # one rounding
         grads = torch.autograd.grad(out, leaves, go.to(device, dt))
         results.append([t.double().cpu() for t in (out, *grads)])
     tol = dict(rtol=5e-2, atol=5e-2) if dtype in (torch.float16, torch.bfloat16) else dict(rtol=1e-4, atol=1e-4)
