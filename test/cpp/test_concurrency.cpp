@@ -126,6 +126,10 @@ std::vector<OpCall> op_calls() {
        [one](const Results& a) {
          return one(mmops::modulated_deform_conv2d(a[0], a[1], a[2], a[3], a[4], {1, 1}, {1, 1}, {1, 1}, 1, 1));
        }});
+  const at::Tensor conv_mask = randn({2, 7, 6}, 21);
+  calls.push_back({"masked_conv2d", {x, conv_mask, weight, bias}, {true, false, true, true}, [one](const Results& a) {
+                     return one(mmops::masked_conv2d(a[0], a[1], a[2], a[3], {1, 1}));
+                   }});
   const at::Tensor shapes = at::tensor({4, 5, 2, 3}, at::kLong).reshape({2, 2});
   const at::Tensor starts = at::tensor({0, 20}, at::kLong);
   const at::Tensor value = randn({2, 26, 2, 3}, 18);

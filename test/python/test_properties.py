@@ -195,6 +195,7 @@ def _references():
     import test_bbox_overlaps as bo
     import test_deform_conv as dc
     import test_focal_loss as fl
+    import test_masked_conv as mc
     import test_ms_deform_attn as ms
     import test_multi_level_roi_align as ml
     import test_nms as nm
@@ -218,6 +219,7 @@ def _references():
         "mmops::modulated_deform_conv2d": dc.reference,
         "mmops::ms_deform_attn": lambda v, shapes, starts, loc, attn: ms.reference(v, shapes, loc, attn),
         "mmops::carafe": carafe_reference,
+        "mmops::masked_conv2d": mc.reference,
     }
 
 
