@@ -103,8 +103,10 @@ TEST(Carafe, CudaMatchesCpu) {
   const at::Tensor f0 = at::randn({2, 40, 9, 13});
   const at::Tensor m0 = at::rand({2, 50, 18, 26});
   for (auto dtype : {at::kFloat, at::kDouble, at::kHalf, at::kBFloat16}) {
-    const at::Tensor fc = f0.to(dtype).cuda().requires_grad_(true), mc = m0.to(dtype).cuda().requires_grad_(true);
-    const at::Tensor fh = f0.to(dtype).requires_grad_(true), mh = m0.to(dtype).requires_grad_(true);
+    // detached leaves: for float32 to(dtype) returns f0 itself, which must not start to require grad
+    const at::Tensor fc = f0.to(dtype).cuda().detach().requires_grad_(true);
+    const at::Tensor mc = m0.to(dtype).cuda().detach().requires_grad_(true);
+    const at::Tensor fh = f0.to(dtype).detach().requires_grad_(true), mh = m0.to(dtype).detach().requires_grad_(true);
     const at::Tensor oc = mmops::carafe(fc, mc, 5, 2, 2), oh = mmops::carafe(fh, mh, 5, 2, 2);
     const double tol = dtype == at::kFloat || dtype == at::kDouble ? 1e-5 : 5e-2;
     EXPECT_TRUE(at::allclose(oc.cpu().to(at::kDouble), oh.to(at::kDouble), tol, tol)) << dtype;

@@ -504,7 +504,10 @@ def all_cases() -> List[ConformanceCase]:
     cases = []
     here = os.path.dirname(os.path.abspath(__file__))
     for path in sorted(glob.glob(os.path.join(here, "test_*.py"))):
-        module = importlib.import_module(os.path.splitext(os.path.basename(path))[0])
+        try:
+            module = importlib.import_module(os.path.splitext(os.path.basename(path))[0])
+        except pytest.skip.Exception:  # a module that needs an absent package (mmdet, onnx) has no cases
+            continue
         for value in vars(module).values():
             if isinstance(value, type) and issubclass(value, ConformanceSuite) and value is not ConformanceSuite:
                 cases += value.cases

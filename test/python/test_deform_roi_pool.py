@@ -1,6 +1,7 @@
 """Tests of mmops::deform_roi_pool: the conformance case, then the float64 reference,
 mmcv's known vectors, gradcheck, the Pack modules, special inputs and CUDA tests."""
 
+import copy
 import math
 
 import pytest
@@ -122,6 +123,16 @@ def _with(args, **changes):
     return tuple(values[n] for n in names)
 
 
+def _cuda_tol(dtype, what, expected, sample):
+    """The offset gradient sums channels x samples, scaled by gamma * roi size: its float32
+    rounding (CPU against float64 too) grows with its magnitude, so the tolerance does."""
+    tol = TOL[dtype]
+    if what == "grad offset" and dtype == torch.float32:
+        scale = max(expected.abs().max().item(), 1.0)
+        tol = dict(rtol=tol["rtol"], atol=tol["atol"] * 2 * scale)
+    return tol
+
+
 CONFORMANCE = [
     ConformanceCase(
         "deform_roi_pool",
@@ -133,6 +144,7 @@ CONFORMANCE = [
         module=_Net,
         helpers=_helpers,
         cuda_samples=_cuda_samples,
+        cuda_tol=_cuda_tol,
         bad_inputs={
             "input_3d": _bad(lambda *a: _with(a, x=a[0][0]), "input"),
             "int_input": _bad(lambda *a: _with(a, x=a[0].int(), r=a[1].int(), offset=a[2].int()), "input"),
@@ -427,7 +439,8 @@ def test_cuda_pack_matches_cpu(modulated):
     x = torch.randn(2, 16, 30, 40, requires_grad=True)
     rois = random_rois(50, 2, 30, 40, spatial_scale=0.25)
     xc = x.detach().cuda().requires_grad_(True)
-    out, outc = pool(x, rois), pool.cuda()(xc, rois.cuda())
+    poolc = copy.deepcopy(pool).cuda()  # pool's CPU graph keeps its own parameters
+    out, outc = pool(x, rois), poolc(xc, rois.cuda())
     torch.testing.assert_close(outc.cpu(), out, rtol=1e-4, atol=1e-4)
     go = torch.randn_like(out)
     out.backward(go)

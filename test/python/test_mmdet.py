@@ -140,8 +140,11 @@ DEVICES = [pytest.param("cpu", id="cpu"), pytest.param("cuda", id="cuda", marks=
 @pytest.mark.slow  # 5 to 40 s a case on a shared 2-core machine
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("name", sorted(CASES))
-def test_mmdet_config_trains_and_predicts(name, device):
+def test_mmdet_config_trains_and_predicts(name, device, request):
     # every op these configs reach is in mmops: a NotImplementedError from the bridge is a failure
+    if name == "reppoints" and device == "cuda":
+        reason = "mmdet 3.3's PointAssigner indexes a CPU arange with a CUDA mask (mmdet, not an op)"
+        request.applymarker(pytest.mark.xfail(raises=RuntimeError, strict=True, reason=reason))
     config, with_masks = CASES[name]
     torch.manual_seed(0)
     image = torch.randint(0, 256, (3, H, W), dtype=torch.uint8)
