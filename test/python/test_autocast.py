@@ -146,7 +146,9 @@ def test_gradients_flow_through_the_casts(device, low):
                 # sums differ in their last bits, so their roundings to `low` may differ by one
                 # ulp, and a rounded one is then up to 1.5 ulp from the other's float32 value
                 two_ulps = 2 * torch.finfo(low).eps
-                torch.testing.assert_close(a.grad.float(), b.grad, rtol=two_ulps, atol=1e-4, msg=name)
+                torch.testing.assert_close(
+                    a.grad.float(), b.grad.float(), rtol=two_ulps, atol=1e-4, msg=lambda m, name=name: f"{name}: {m}"
+                )
 
 
 @pytest.mark.parametrize("device,low", DEVICES)

@@ -110,7 +110,11 @@ def _build(config: str):
     _thin_backbone(model_cfg)
     model_cfg.get("data_preprocessor", {}).pop("batch_augments", None)  # e.g. CrowdDet's resize to 1400 x 800
     torch.manual_seed(0)
-    return MODELS.build(ConfigDict(model_cfg))
+    model = MODELS.build(ConfigDict(model_cfg))
+    # the models' own initialisation (e.g. the focal-loss bias prior): without it the random
+    # logits are so large that a detector's matching cost can overflow to inf - inf
+    model.init_weights()
+    return model
 
 
 def _sample(with_masks: bool):
