@@ -94,10 +94,13 @@ def bench_masked_conv(case, dtype_name, density_name, run, timer, problems):
         row.check = "ERROR"
         problems.append(f"{name}: mmops raised {type(exc).__name__}: {exc}")
         return row
-    # reference: the composite in float32 on the same rounded values
+    # reference: the composite in float32 on the same rounded values, without TF32 (cuDNN's
+    # default for conv2d; mmops's GEMM follows torch.backends.cuda.matmul.allow_tf32, off)
     ref_leaves = [t.detach().float().requires_grad_(True) for t in (x, weight, bias)]
-    ref = composite(ref_leaves[0], mask.float(), ref_leaves[1], ref_leaves[2], pad)
-    check(row, name, mm_results, [ref, *torch.autograd.grad(ref, ref_leaves, go.float())], dtype, problems)
+    with torch.backends.cudnn.flags(enabled=True, allow_tf32=False):
+        ref = composite(ref_leaves[0], mask.float(), ref_leaves[1], ref_leaves[2], pad)
+        ref_grads = torch.autograd.grad(ref, ref_leaves, go.float())
+    check(row, name, mm_results, [ref, *ref_grads], dtype, problems)
     del out, mm_results, ref
     with torch.no_grad():
         row.mm_fwd = timer(lambda: mm(x, weight, bias))
