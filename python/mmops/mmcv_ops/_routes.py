@@ -10,8 +10,11 @@ from typing import Any, Optional
 import torch
 from torch import Tensor
 
+from .. import deform_conv as _deform
+from .. import focal_loss as _focal
 from .._utils import pair
 from ..deform_conv import _leading_block, _output_hw
+from ..ms_deform_attn import ms_deform_attn as _ms_deform_attn
 from ._ext import mmops_attr
 
 
@@ -58,17 +61,7 @@ def deform_conv2d(
         raise ValueError(f"mmcv.ops.deform_conv2d: only bias=False is supported (as in mmcv), got {bias!r}")
     input = input.type_as(offset)  # mmcv runs in offset's dtype
     weight = weight.type_as(input)
-    return torch.ops.mmops.deform_conv2d(
-        input,
-        offset,
-        weight,
-        None,
-        pair(stride, "stride"),
-        pair(padding, "padding"),
-        pair(dilation, "dilation"),
-        int(groups),
-        int(deform_groups),
-    )
+    return _deform.deform_conv2d(input, offset, weight, None, stride, padding, dilation, groups, deform_groups)
 
 
 def modulated_deform_conv2d(
@@ -90,17 +83,10 @@ def modulated_deform_conv2d(
     out_hw = _output_hw(input, weight, pair(stride, "stride"), pair(padding, "padding"), pair(dilation, "dilation"))
     offset = _leading_block(offset, 2 * taps, out_hw)
     mask = _leading_block(mask, taps, out_hw)
-    return torch.ops.mmops.modulated_deform_conv2d(
-        input,
-        offset,
-        mask.type_as(input),
-        weight.type_as(input),
-        bias.type_as(input) if bias is not None else None,
-        pair(stride, "stride"),
-        pair(padding, "padding"),
-        pair(dilation, "dilation"),
-        int(groups),
-        int(deform_groups),
+    weight = weight.type_as(input)
+    bias = bias.type_as(input) if bias is not None else None
+    return _deform.modulated_deform_conv2d(
+        input, offset, mask.type_as(input), weight, bias, stride, padding, dilation, groups, deform_groups
     )
 
 
@@ -113,31 +99,12 @@ def ms_deform_attn(
     im2col_step: Any = 64,
 ) -> Tensor:
     """MultiScaleDeformableAttnFunction.apply; im2col_step is unused."""
-    return torch.ops.mmops.ms_deform_attn(
-        value, spatial_shapes, level_start_index, sampling_locations, attention_weights
-    )
+    return _ms_deform_attn(value, spatial_shapes, level_start_index, sampling_locations, attention_weights)
 
 
-def sigmoid_focal_loss(
-    input: Tensor,
-    target: Tensor,
-    gamma: float = 2.0,
-    alpha: float = 0.25,
-    weight: Optional[Tensor] = None,
-    reduction: str = "mean",
-) -> Tensor:
-    return torch.ops.mmops.sigmoid_focal_loss(input, target, float(gamma), float(alpha), weight, reduction)
-
-
-def softmax_focal_loss(
-    input: Tensor,
-    target: Tensor,
-    gamma: float = 2.0,
-    alpha: float = 0.25,
-    weight: Optional[Tensor] = None,
-    reduction: str = "mean",
-) -> Tensor:
-    return torch.ops.mmops.softmax_focal_loss(input, target, float(gamma), float(alpha), weight, reduction)
+# mmcv's focal losses have mmops's signature
+sigmoid_focal_loss = _focal.sigmoid_focal_loss
+softmax_focal_loss = _focal.softmax_focal_loss
 
 
 def carafe(features: Tensor, masks: Tensor, kernel_size: int, group_size: int, scale_factor: int) -> Tensor:
