@@ -202,6 +202,7 @@ def _references():
     import test_nms_match as nmm
     import test_roi_pool as rp
     from carafe_reference import carafe_reference
+    from deform_roi_pool_reference import deform_roi_pool_reference
     from roi_align_reference import roi_align_ref
 
     return {
@@ -220,6 +221,7 @@ def _references():
         "mmops::ms_deform_attn": lambda v, shapes, starts, loc, attn: ms.reference(v, shapes, loc, attn),
         "mmops::carafe": carafe_reference,
         "mmops::masked_conv2d": mc.reference,
+        "mmops::deform_roi_pool": deform_roi_pool_reference,
     }
 
 
