@@ -5,8 +5,8 @@ which gives the reference gradients."""
 import math
 
 import torch
-
-MAX_GRID = 512  # the adaptive grid's cap (kernels/common/roi_bilinear.h)
+from roi_align_reference import MAX_ADAPTIVE_GRID as MAX_GRID
+from roi_align_reference import border_taps  # mmcv's clamp rule, shared with roi_align
 
 
 def _geometry_dtype(dtype):
@@ -19,20 +19,6 @@ def _grid(bin_size, sampling_ratio):
         return sampling_ratio
     n = math.ceil(bin_size) if math.isfinite(bin_size) else 0
     return min(max(n, 0), MAX_GRID)
-
-
-def _axis(coord, size):
-    """mmcv's border-clamped taps along one axis: (valid, lo, hi, w_lo, w_hi)."""
-    valid = (coord >= -1) & (coord <= size)
-    c = torch.where(valid, coord, torch.zeros_like(coord))
-    c = torch.where(c < 0, torch.zeros_like(c), c)
-    lo = c.detach().floor().long()
-    last = lo >= size - 1
-    lo = torch.where(last, torch.full_like(lo, size - 1), lo)
-    hi = torch.where(last, lo, lo + 1)
-    c = torch.where(last, lo.to(c.dtype), c)
-    frac = c - lo.to(c.dtype)
-    return valid, lo.clamp(min=0), hi.clamp(min=0), 1 - frac, frac
 
 
 def _roi(x, roi, off, out_size, scale, sampling_ratio, gamma, gdtype):
@@ -61,8 +47,8 @@ def _roi(x, roi, off, out_size, scale, sampling_ratio, gamma, gdtype):
     ix = (torch.arange(gw, dtype=torch.float64) + 0.5) * bin_w / gw
     y = (sy + gamma * roi_h * dy)[:, :, None] + ph * bin_h + iy  # [PH, PW, gh]
     xs = (sx + gamma * roi_w * dx)[:, :, None] + pw * bin_w + ix  # [PH, PW, gw]
-    vy, y0, y1, wy0, wy1 = _axis(y[..., :, None].expand(PH, PW, gh, gw), H)
-    vx, x0, x1, wx0, wx1 = _axis(xs[..., None, :].expand(PH, PW, gh, gw), W)
+    vy, y0, y1, wy0, wy1 = border_taps(y[..., :, None].expand(PH, PW, gh, gw), H)
+    vx, x0, x1, wx0, wx1 = border_taps(xs[..., None, :].expand(PH, PW, gh, gw), W)
     img = x[int(b)]
     val = (
         wy0 * wx0 * img[:, y0, x0]
@@ -123,8 +109,8 @@ def deform_roi_pool_composite(input, rois, offset, output_size, spatial_scale, g
     y = y0[..., None, None] + (frac[:, None] * bin_h[:, None, None, None, None])
     x = x0[..., None, None] + (frac[None, :] * bin_w[:, None, None, None, None])
     y, x = torch.broadcast_tensors(y, x)
-    vy, ylo, yhi, wy0, wy1 = _axis(y, H)
-    vx, xlo, xhi, wx0, wx1 = _axis(x, W)
+    vy, ylo, yhi, wy0, wy1 = border_taps(y, H)
+    vx, xlo, xhi, wx0, wx1 = border_taps(x, W)
     mask = (vy & vx).to(dt)
     pixels = input.permute(0, 2, 3, 1).reshape(N * H * W, C)
     base = (b * H * W)[:, None, None, None, None]

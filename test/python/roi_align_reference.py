@@ -24,15 +24,24 @@ def axis_samples(start, roi_len, bins, grid, size):
     i = torch.arange(grid, device=dev, dtype=torch.float64).repeat(bins)
     bin_len = (roi_len / bins)[:, None]
     pos = start[:, None] + p * bin_len + (i + 0.5) * bin_len / grid
-    valid = (pos >= -1.0) & (pos <= size)
-    pos = pos.clamp(min=0.0)
-    low = pos.floor()
+    return border_taps(pos, size)
+
+
+def border_taps(pos, size):
+    """mmcv's border-clamped bilinear taps along one axis of a map of `size`, for sample
+    positions of any shape: (valid, low, high, w_low, w_high). valid marks positions
+    inside [-1, size] (NaN is not); a position in (-1, 0) reads row 0, one at or past
+    size - 1 the last row. Differentiable w.r.t. pos (offsets move the samples)."""
+    valid = (pos >= -1) & (pos <= size)
+    pos = torch.where(valid, pos, torch.zeros_like(pos))
+    pos = torch.where(pos < 0, torch.zeros_like(pos), pos)
+    low = pos.detach().floor()
     at_edge = low >= size - 1
     low = torch.where(at_edge, torch.full_like(low, size - 1), low)
     high = torch.where(at_edge, low, low + 1)
     pos = torch.where(at_edge, low, pos)
     frac = pos - low
-    return valid, low.long(), high.long(), 1.0 - frac, frac
+    return valid, low.long().clamp(min=0), high.long().clamp(min=0), 1 - frac, frac
 
 
 def _axis_samples(start, roi_len, bins, grid, size):
