@@ -114,7 +114,9 @@ def bench(case, dtype_name, offset_name, ratio_name, run, timer, problems):
             ref = torch.ops.mmops.roi_align(xf, rf, [size, size], scale, ratio, "avg", True)
         ref_grads = torch.autograd.grad(ref, (xf, of) if of is not None else (xf,), go.float())
         errs = [rel_err(out, ref)] + [rel_err(g, rg) for g, rg in zip(grads, ref_grads)]
-        tol = 1e-5 if dtype == torch.float32 else 2e-2
+        # float32: the sample coordinates (~200 px) round at ~1e-5 px, which moves
+        # a bilinear value by that much relative to the features' slope
+        tol = 5e-5 if dtype == torch.float32 else 2e-2
         row.check = "/".join(f"{e:.0e}" for e in errs)
         if max(errs) > tol:
             row.check += " !"
