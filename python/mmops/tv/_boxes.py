@@ -13,7 +13,6 @@ import torch.fx
 from torch import Tensor
 
 
-
 @torch.fx.wrap
 def nms(boxes: Tensor, scores: Tensor, iou_threshold: float) -> Tensor:
     """torchvision.ops.nms: boxes [N, 4] (x1, y1, x2, y2), scores [N]; drops a box whose

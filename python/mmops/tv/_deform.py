@@ -89,9 +89,7 @@ class DeformConv2d(nn.Module):
             nn.init.uniform_(self.bias, -bound, bound)
 
     def forward(self, input: Tensor, offset: Tensor, mask: Optional[Tensor] = None) -> Tensor:
-        return deform_conv2d(
-            input, offset, self.weight, self.bias, self.stride, self.padding, self.dilation, mask=mask
-        )
+        return deform_conv2d(input, offset, self.weight, self.bias, self.stride, self.padding, self.dilation, mask=mask)
 
     def __repr__(self) -> str:
         s = (
