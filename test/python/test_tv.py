@@ -392,3 +392,31 @@ def test_cuda_multiscale_equals_cpu():
         {k: v.cuda() for k, v in x.items()}, [b.cuda() for b in boxes], [(64, 80)]
     )
     torch.testing.assert_close(gpu.cpu(), cpu, atol=1e-5, rtol=1e-5)
+
+
+# ----------------------------------------------------------------------------- the package
+
+
+def test_boxes_as_tuple_list_or_tensor():
+    """torchvision's TestBoxConversionToRoi sequences: a [K, 5] tensor, a list, a tuple."""
+    x = torch.rand(2, 3, 120, 120)
+    box_tensor = torch.tensor([[0, 0, 0, 100, 100], [1, 0, 0, 100, 100]], dtype=torch.float)
+    box_list = [torch.tensor([[0, 0, 100, 100]], dtype=torch.float)] * 2
+    for fn in (tv.roi_align, tv.roi_pool):
+        expected = fn(x, box_tensor, 3)
+        torch.testing.assert_close(fn(x, box_list, 3), expected, rtol=0, atol=0)
+        torch.testing.assert_close(fn(x, tuple(box_list), 3), expected, rtol=0, atol=0)
+
+
+def test_mmops_namespace_keeps_mmcv_conventions():
+    import inspect
+
+    import mmops
+
+    assert mmops.tv is tv and "tv" not in mmops.__all__
+    assert mmops.roi_align is not tv.roi_align and mmops.RoIAlign is not tv.RoIAlign
+    assert inspect.signature(mmops.roi_align).parameters["aligned"].default is True  # mmcv's default
+    assert inspect.signature(tv.roi_align).parameters["aligned"].default is False  # torchvision's
+    boxes, scores = torch.tensor([[0.0, 0, 1, 1]]), torch.tensor([0.5])
+    assert isinstance(mmops.nms(boxes, scores, 0.5), tuple)  # mmcv's (dets, inds)
+    assert isinstance(tv.nms(boxes, scores, 0.5), torch.Tensor)

@@ -192,3 +192,12 @@ def test_cuda_autocast(dtype, batch):
     assert out.dtype == dtype
     tol = 2e-3 if dtype == torch.float16 else 1e-5
     torch.testing.assert_close(out.double().cpu(), exp, rtol=tol, atol=tol)
+
+
+def test_torch_fx_trace_is_one_call():
+    layer = make_layer().double()
+    graph_module = torch.fx.symbolic_trace(layer)
+    calls = [n for n in graph_module.graph.nodes if n.op == "call_function"]
+    assert len(calls) == 1
+    x, _, offset, mask, _ = [t.detach() for t in fn_args(2)]
+    torch.testing.assert_close(graph_module(x, offset, mask), layer(x, offset, mask))
