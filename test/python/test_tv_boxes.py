@@ -316,3 +316,13 @@ def test_boxes_equal_torchvision(fmt, dtype):
             torch.testing.assert_close(tv.generalized_box_iou(a, b), ops.generalized_box_iou(a, b), equal_nan=True)
     for fmt_out in ("xyxy", "xywh", "cxcywh"):
         torch.testing.assert_close(tv.box_convert(boxes1, fmt, fmt_out), ops.box_convert(boxes1, fmt, fmt_out))
+
+
+def test_batched_nms_large_coordinates_and_many_categories():
+    """No coordinate-offset trick: boxes far from the origin in many categories keep their IoU."""
+    g = torch.Generator().manual_seed(12)
+    xy = 4000 + torch.rand(400, 2, generator=g) * 8
+    boxes = torch.cat([xy, xy + 0.5 + torch.rand(400, 2, generator=g)], 1)
+    scores = torch.rand(400, generator=g)
+    idxs = torch.randint(0, 3000, (400,), generator=g) % 40 * 75
+    torch.testing.assert_close(tv.batched_nms(boxes, scores, idxs, 0.3), greedy_nms_ref(boxes, scores, 0.3, idxs))
