@@ -44,4 +44,4 @@ for _family in sorted(_families):
     __all__ += _module.__all__
 del _families, _family, _module, _name
 
-from . import tv  # noqa: E402  (torchvision's conventions: mmops.tv, not merged into mmops)
+from . import tv  # noqa: E402,F401  (torchvision's conventions: mmops.tv, not merged into mmops)
