@@ -337,6 +337,14 @@ def test_multiscale_empty_boxes_gradcheck_and_script():
     gradcheck(lambda z: pooler({**x, "p3": z}, boxes, [(64, 80)]), (p3,), atol=1e-6)
 
 
+def test_compile_multiscale():
+    x, boxes = _pyramid(torch.float32), _fpn_boxes(torch.float32)
+    expected = tv.MultiScaleRoIAlign(["p2", "p3", "p4"], 2, 2)(x, boxes, [(64, 80)])
+    compiled = torch.compile(tv.MultiScaleRoIAlign(["p2", "p3", "p4"], 2, 2))
+    torch.testing.assert_close(compiled(x, boxes, [(64, 80)]), expected)
+    torch.testing.assert_close(compiled(x, boxes, [(64, 80)]), expected)  # scales kept
+
+
 def test_multiscale_needs_image_shapes():
     with pytest.raises(ValueError, match="image_shapes"):
         tv.MultiScaleRoIAlign(["p2"], 2, 2)(_pyramid(), _fpn_boxes(), [])

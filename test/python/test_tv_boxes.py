@@ -326,3 +326,11 @@ def test_batched_nms_large_coordinates_and_many_categories():
     scores = torch.rand(400, generator=g)
     idxs = torch.randint(0, 3000, (400,), generator=g) % 40 * 75
     torch.testing.assert_close(tv.batched_nms(boxes, scores, idxs, 0.3), greedy_nms_ref(boxes, scores, 0.3, idxs))
+
+
+def test_compile_box_iou():
+    boxes1 = random_boxes(6, seed=13).reshape(2, 3, 4)
+    boxes2 = random_boxes(5, seed=14)
+    compiled = torch.compile(lambda a, b: tv.generalized_box_iou(a, b) + tv.box_iou(a, b, fmt="xywh"), fullgraph=True)
+    expected = tv.generalized_box_iou(boxes1, boxes2) + tv.box_iou(boxes1, boxes2, fmt="xywh")
+    torch.testing.assert_close(compiled(boxes1, boxes2), expected)
