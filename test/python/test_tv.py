@@ -428,3 +428,31 @@ def test_mmops_namespace_keeps_mmcv_conventions():
     boxes, scores = torch.tensor([[0.0, 0, 1, 1]]), torch.tensor([0.5])
     assert isinstance(mmops.nms(boxes, scores, 0.5), tuple)  # mmcv's (dets, inds)
     assert isinstance(tv.nms(boxes, scores, 0.5), torch.Tensor)
+
+
+@pytest.mark.parametrize("output_size", [7, (7, 7), [7, 7]])
+def test_scripted_modules_save_and_load(output_size, tmp_path):
+    x = torch.rand(2, 3, 16, 20)
+    rois = torch.tensor([[0, 1.0, 1, 30, 40], [1, 2, 3, 50, 60]])
+    boxes = [rois[:1, 1:], rois[1:, 1:]]
+    pyramid = OrderedDict(p2=x, p3=torch.rand(2, 3, 8, 10))
+    cases = [
+        (tv.RoIAlign(output_size, 0.25, 2), (x, rois)),
+        (tv.RoIPool(output_size, 0.25), (x, boxes)),
+        (tv.MultiScaleRoIAlign(["p2", "p3"], output_size, 2), (pyramid, boxes, [(64, 80)])),
+    ]
+    for i, (module, args) in enumerate(cases):
+        path = str(tmp_path / f"m{i}.pt")
+        torch.jit.script(module).save(path)
+        torch.testing.assert_close(torch.jit.load(path)(*args), module(*args), rtol=0, atol=0)
+
+
+def test_export_roi_head_dynamic_rois():
+    class Head(torch.nn.Module):
+        def forward(self, x, rois):
+            return tv.roi_align(x, rois, 2, 0.5, -1, True) + tv.roi_pool(x, rois, 2, 0.5)
+
+    x, rois = _inputs(torch.float32, seed=4)
+    program = torch.export.export(Head(), (x, rois), dynamic_shapes=({}, {0: torch.export.Dim("K")}))
+    for k in (12, 3):
+        torch.testing.assert_close(program.module()(x, rois[:k]), Head()(x, rois[:k]))
