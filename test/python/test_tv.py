@@ -93,9 +93,9 @@ def test_roi_align_gradcheck_settings(sampling_ratio, aligned):
 @pytest.mark.parametrize("fn", [tv.roi_align, tv.roi_pool])
 def test_boxes_shape_asserts(fn):
     a = torch.linspace(1, 8 * 8, 8 * 8).reshape(1, 1, 8, 8)
-    with pytest.raises(AssertionError):
+    with pytest.raises(AssertionError, match=r"\[K, 5\]"):
         fn(a, torch.tensor([[0, 0, 3, 3]], dtype=a.dtype), output_size=(2, 2))
-    with pytest.raises(AssertionError):
+    with pytest.raises(AssertionError, match=r"\[Ki, 4\]"):
         fn(a, [torch.tensor([[0, 0, 3]], dtype=a.dtype)], output_size=(2, 2))
 
 

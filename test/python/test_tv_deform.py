@@ -67,6 +67,10 @@ def test_wrong_sizes():
         layer(x, torch.rand_like(offset[:, :2]))
     with pytest.raises(RuntimeError, match="mask"):
         layer(x, offset, torch.rand_like(mask[:, :2]))
+    with pytest.raises(RuntimeError, match="4-D"):
+        tv.deform_conv2d(x, offset, layer.weight[0])
+    with pytest.raises(RuntimeError, match="groups"):
+        tv.deform_conv2d(x, offset, layer.weight[:, :0])
 
 
 @pytest.mark.parametrize("batch", [0, 3])

@@ -32,14 +32,20 @@ def deform_conv2d(
     """torchvision.ops.deform_conv2d: input [N, C_in, H, W], offset [N, 2 * G * kh * kw,
     H_out, W_out], weight [C_out, C_in / groups, kh, kw], bias [C_out] or None, mask
     [N, G * kh * kw, H_out, W_out] or None. Returns [N, C_out, H_out, W_out]."""
-    taps = weight.shape[-2] * weight.shape[-1]
-    offset_groups = offset.shape[1] // (2 * taps)
+    if input.dim() != 4 or offset.dim() != 4 or weight.dim() != 4:
+        raise RuntimeError(
+            f"mmops.tv.deform_conv2d: expected 4-D input, offset and weight, got shapes {list(input.shape)}, "
+            f"{list(offset.shape)} and {list(weight.shape)}"
+        )
+    taps = weight.shape[2] * weight.shape[3]
+    offset_groups = offset.shape[1] // (2 * taps) if taps > 0 else 0
     if offset_groups == 0:
         raise RuntimeError(
             f"mmops.tv.deform_conv2d: offset.shape[1] must be a positive multiple of 2 * kh * kw = {2 * taps}, "
             f"got {offset.shape[1]}"
         )
-    groups = input.shape[1] // weight.shape[1]
+    # the op rejects groups 0 (an empty weight) with its own message
+    groups = input.shape[1] // weight.shape[1] if weight.shape[1] > 0 else 0
     s, p, d = pair(stride, "stride"), pair(padding, "padding"), pair(dilation, "dilation")
     if mask is None:
         return torch.ops.mmops.deform_conv2d(input, offset, weight, bias, s, p, d, groups, offset_groups)

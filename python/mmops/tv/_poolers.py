@@ -12,6 +12,7 @@ import torch
 import torch.fx
 from torch import Tensor, nn
 
+from .._utils import boxes_to_rois
 from ._boxes import box_area
 from ._roi import roi_align
 
@@ -67,12 +68,6 @@ def _filter_input(x: Dict[str, Tensor], featmap_names: List[str]) -> List[Tensor
     return maps
 
 
-def _boxes_to_rois(boxes: List[Tensor]) -> Tensor:
-    flat = torch.cat(boxes, dim=0)
-    index = torch.cat([torch.full_like(b[:, :1], i) for i, b in enumerate(boxes)], dim=0)
-    return torch.cat([index, flat], dim=1)
-
-
 @torch.fx.wrap
 def _multiscale_roi_align(
     features: List[Tensor],
@@ -82,7 +77,7 @@ def _multiscale_roi_align(
     scales: List[float],
     mapper: LevelMapper,
 ) -> Tensor:
-    rois = _boxes_to_rois(boxes)
+    rois = boxes_to_rois(boxes)
     if len(features) == 1:
         return roi_align(features[0], rois, output_size, scales[0], sampling_ratio)
     levels = mapper(boxes)
