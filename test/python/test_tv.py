@@ -456,3 +456,27 @@ def test_export_roi_head_dynamic_rois():
     program = torch.export.export(Head(), (x, rois), dynamic_shapes=({}, {0: torch.export.Dim("K")}))
     for k in (12, 3):
         torch.testing.assert_close(program.module()(x, rois[:k]), Head()(x, rois[:k]))
+
+
+@pytest.mark.slow
+@requires_torchvision
+def test_faster_rcnn_with_tv_pooler_equals_torchvision():
+    """The switch in a real model: torchvision's Faster R-CNN (random weights, small images) with
+    its MultiScaleRoIAlign replaced by mmops.tv's gives the same detections, eager and scripted."""
+    from torchvision.models.detection import fasterrcnn_resnet50_fpn
+
+    torch.manual_seed(0)
+    model = fasterrcnn_resnet50_fpn(weights=None, weights_backbone=None, min_size=128, max_size=160).eval()
+    model.roi_heads.score_thresh = 0.0  # random weights: keep low-score detections to compare
+    model.roi_heads.detections_per_img = 30
+    images = [torch.rand(3, 240, 300), torch.rand(3, 200, 260)]
+    with torch.no_grad():
+        expected = model(images)
+        model.roi_heads.box_roi_pool = tv.MultiScaleRoIAlign(["0", "1", "2", "3"], 7, 2)
+        eager = model(images)
+        scripted = torch.jit.script(model)(images)[1]
+    for got in (eager, scripted):
+        for g, e in zip(got, expected):
+            assert g.keys() == e.keys() and len(e["boxes"]) == 30
+            for key in e:
+                torch.testing.assert_close(g[key], e[key], rtol=1e-5, atol=1e-5)
