@@ -3,7 +3,7 @@
 Each box goes to the FPN level floor(canonical_level + log2(sqrt(area) / canonical_scale)
 + eps), clamped to the levels present, and is pooled by mmops' roi_align from that
 level's map. mmops' multi_level_roi_align is not used: its rule (mmdet's) puts the eps
-inside the log, so boxes on a level boundary could go to another level than torchvision's.
+inside the log, so a box just below a level boundary could go to another level than torchvision's.
 """
 
 from typing import Dict, List, Optional, Tuple, Union
