@@ -35,7 +35,7 @@ __all__ = ["__version__", "library_path", "set_strict_index_check", "strict_inde
 
 # Not op families, imported on demand: the mmcv.ops bridge is opt-in (`import mmops.mmcv_ops`)
 # and mmops.onnx loads onnxscript.
-_ON_DEMAND = ("mmcv_ops", "onnx")
+_ON_DEMAND = ("mmcv_ops", "onnx", "tv")
 _families = (m.name for m in pkgutil.iter_modules(__path__) if not m.name.startswith("_") and m.name not in _ON_DEMAND)
 for _family in sorted(_families):
     _module = importlib.import_module(f".{_family}", __name__)
@@ -43,3 +43,5 @@ for _family in sorted(_families):
         globals()[_name] = getattr(_module, _name)
     __all__ += _module.__all__
 del _families, _family, _module, _name
+
+from . import tv  # noqa: E402,F401  (torchvision's conventions: mmops.tv, not merged into mmops)
