@@ -123,9 +123,7 @@ def main() -> int:
     device = torch.device(args.device)
     disable_tf32()
     os.makedirs(args.out_dir, exist_ok=True)
-    # Inference only: without parameters that require grad the graph holds
-    # the public ops (roi_align, not the autograd helper _roi_align_forward).
-    model = DetectorHead().eval().requires_grad_(False).to(device)
+    model = DetectorHead().eval().to(device)
     sets = [tuple(t.to(device) for t in make_inputs(k, n, seed)) for k, n, seed in INPUT_SETS]
 
     t0 = time.perf_counter()
