@@ -32,6 +32,13 @@ if [[ -d "$PREFIX/python/mmops" ]]; then
   export PYTHONPATH="$PREFIX/python${PYTHONPATH:+:$PYTHONPATH}" MMOPS_LIBRARY="$PREFIX/lib/libmmops.so"
 fi
 TORCH_PREFIX="$("$PY" -c 'import torch; print(torch.utils.cmake_prefix_path)')"
+# A fresh inductor cache: a graph cached against another libmmops (other fake
+# kernels) must not be reused.
+if [[ -z "${TORCHINDUCTOR_CACHE_DIR:-}" ]]; then
+  TORCHINDUCTOR_CACHE_DIR="$(mktemp -d "${TMPDIR:-/tmp}/mmops-aoti-inductor.XXXXXX")"
+  export TORCHINDUCTOR_CACHE_DIR
+  trap 'rm -rf "$TORCHINDUCTOR_CACHE_DIR"' EXIT
+fi
 
 echo "== [aoti] torch.export + aoti_compile_and_package ($DEVICE, $PY)"
 start=$SECONDS
