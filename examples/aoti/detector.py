@@ -10,7 +10,7 @@ DetectorHead.forward(features, rois, boxes, scores) -> (logits, keep, kept_feats
      data-dependent length) and roi_align ("max") of the kept boxes:
      kept_feats [len(keep), C * POOL * POOL].
 
-K and N are the dynamic dimensions of the export. Together the calls exercise
+K and N (0 included) are the dynamic dimensions of the export. The calls exercise
 what AOTInductor has to pass to a custom op: optional tensors (bias=None),
 int lists (output_size, stride, padding, dilation), floats, strings
 (pool_mode), bools, and an output whose size only the data knows (nms).

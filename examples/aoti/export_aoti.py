@@ -8,9 +8,10 @@ Writes into --out-dir:
                     set{i}_{logits,keep,kept_feats}; attributes: num_sets,
                     input_names, output_names, device.
 
-The number of rois (K) and of proposals (N) are dynamic (torch.export.Dim); the
-two input sets differ in both. Before saving, the package is loaded back in
-Python (torch._inductor.aoti_load_package) and checked against eager.
+The number of rois (K) and of proposals (N) are dynamic (torch.export.Dim, 0
+allowed); the input sets differ in both, the last one is empty (K = N = 0).
+Before saving, the package is loaded back in Python
+(torch._inductor.aoti_load_package) and checked against eager.
 
 Exit codes: 0 done, 1 the package disagrees with eager, 77 this torch cannot
 do it (no torch.export / AOTInductor, or no C++ compiler for AOTInductor).
@@ -42,8 +43,9 @@ warnings.filterwarnings("ignore", message=r".*torch\.jit\.\w+.* is deprecated", 
 SKIP = 77
 INPUT_NAMES = ["features", "rois", "boxes", "scores"]
 OUTPUT_NAMES = ["logits", "keep", "kept_feats"]
-# (num_rois, num_boxes, seed) of the input sets: the first is also the export example.
-INPUT_SETS = [(5, 12, 1), (11, 40, 2)]
+# (num_rois, num_boxes, seed) of the input sets: the first is also the export
+# example; the last has no rois and no boxes.
+INPUT_SETS = [(5, 12, 1), (11, 40, 2), (0, 0, 3)]
 
 
 def missing_support() -> str:
@@ -68,8 +70,8 @@ def disable_tf32() -> None:
 
 
 def export(model: nn.Module, example: tuple) -> torch.export.ExportedProgram:
-    num_rois = torch.export.Dim("num_rois", min=1, max=4096)
-    num_boxes = torch.export.Dim("num_boxes", min=1, max=16384)
+    num_rois = torch.export.Dim("num_rois", min=0, max=4096)
+    num_boxes = torch.export.Dim("num_boxes", min=0, max=16384)
     dynamic = ({}, {0: num_rois}, {0: num_boxes}, {0: num_boxes})
     return torch.export.export(model, example, dynamic_shapes=dynamic)
 
