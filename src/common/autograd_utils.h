@@ -49,5 +49,19 @@ inline void refuse_double_backward(const char* op_name, const at::Tensor& grad_o
               ": double backward is not implemented");
 }
 
+// Whether the autograd kernel must record a graph node: grad mode is on and a
+// differentiable argument requires grad. When not, the kernels that would call
+// a private forward (one that also returns what the backward needs) call the
+// public op instead, so that inference graphs (torch.export decompositions,
+// AOTInductor packages) record the public op and skip the backward's extras.
+inline bool needs_grad(at::TensorList differentiable) {
+  if (!at::GradMode::is_enabled())
+    return false;
+  for (const at::Tensor& t : differentiable)
+    if (t.requires_grad())
+      return true;
+  return false;
+}
+
 } // namespace detail
 } // namespace mmops

@@ -100,6 +100,11 @@ class MultiLevelRoIAlignFunction : public torch::autograd::Function<MultiLevelRo
 
 at::Tensor roi_align_autograd(const at::Tensor& input, const at::Tensor& rois, c10::SymIntArrayRef output_size,
                               double spatial_scale, int64_t sampling_ratio, c10::string_view pool_mode, bool aligned) {
+  if (!detail::needs_grad({input})) {
+    static const auto op = detail::op_handle<RoIAlignFn>("mmops::roi_align");
+    at::AutoDispatchBelowADInplaceOrView below_autograd;
+    return op.call(input, rois, output_size, spatial_scale, sampling_ratio, pool_mode, aligned);
+  }
   return RoIAlignFunction::apply(input, rois, output_size, spatial_scale, sampling_ratio, pool_mode, aligned);
 }
 
@@ -107,6 +112,11 @@ at::Tensor multi_level_roi_align_autograd(at::TensorList features, const at::Ten
                                           c10::SymIntArrayRef output_size, c10::ArrayRef<double> spatial_scales,
                                           int64_t sampling_ratio, c10::string_view pool_mode, bool aligned,
                                           int64_t finest_scale) {
+  if (!detail::needs_grad(features)) {
+    static const auto op = detail::op_handle<MultiLevelRoIAlignFn>("mmops::multi_level_roi_align");
+    at::AutoDispatchBelowADInplaceOrView below_autograd;
+    return op.call(features, rois, output_size, spatial_scales, sampling_ratio, pool_mode, aligned, finest_scale);
+  }
   return MultiLevelRoIAlignFunction::apply(features, rois, output_size, spatial_scales, sampling_ratio, pool_mode,
                                            aligned, finest_scale);
 }

@@ -39,6 +39,11 @@ class RoIPoolFunction : public torch::autograd::Function<RoIPoolFunction> {
 
 at::Tensor roi_pool_autograd(const at::Tensor& input, const at::Tensor& rois, c10::SymIntArrayRef output_size,
                              double spatial_scale) {
+  if (!detail::needs_grad({input})) {
+    static const auto op = detail::op_handle<RoIPoolFn>("mmops::roi_pool");
+    at::AutoDispatchBelowADInplaceOrView below_autograd;
+    return op.call(input, rois, output_size, spatial_scale);
+  }
   return RoIPoolFunction::apply(input, rois, output_size, spatial_scale);
 }
 
