@@ -8,8 +8,12 @@ source .ci/bootstrap.sh
 mmops_setup
 mmops_build
 
+# A line per test as it finishes (each pytest file is a test: pytest.<name>); the
+# tests run side by side (MMOPS_TEST_JOBS, default nproc). Arguments go to ctest
+# after these, so e.g. -j1, -R pytest or -V (pytest's own lines) override them.
 status=0
-(cd "$MMOPS_BUILD_DIR" && ctest --output-on-failure --timeout 3000 "$@") || status=$?
+(cd "$MMOPS_BUILD_DIR" && ctest --output-on-failure --timeout 3000 --parallel "${MMOPS_TEST_JOBS:-$(nproc)}" "$@") \
+  || status=$?
 
 log="$MMOPS_BUILD_DIR/Testing/Temporary/LastTest.log"
 if [ -f "$log" ]; then
