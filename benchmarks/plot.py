@@ -62,6 +62,12 @@ def ratio_keys(rows: Sequence[dict]) -> List[str]:
     return keys
 
 
+def minor_label(v: float, _pos=None) -> str:
+    """ "2x", "0.3x", "50x": minor ticks whose leading digit is 2, 3 or 5, else none."""
+    digit = round(v / 10 ** math.floor(math.log10(v)), 6)
+    return f"{v:g}x" if digit in (2, 3, 5) else ""
+
+
 def draw_op(ax, op: str, rows: Sequence[dict], with_device: bool) -> None:
     """One panel: a slot per row (top to bottom in input order), a bar per ratio key."""
     keys = ratio_keys(rows)
@@ -85,8 +91,8 @@ def draw_op(ax, op: str, rows: Sequence[dict], with_device: bool) -> None:
     lo, hi = min(values + [1.0]), max(values + [1.0])
     ax.set_xlim(lo / 2, hi * 3)  # room for the bar labels
     ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}x"))
-    if hi / lo < 20:  # few decades: label the minor ticks too
-        ax.xaxis.set_minor_formatter(FuncFormatter(lambda v, _: f"{v:g}x"))
+    if hi / lo < 20:  # about a decade: label the minor ticks 2, 3 and 5 too
+        ax.xaxis.set_minor_formatter(FuncFormatter(minor_label))
         ax.tick_params(axis="x", which="minor", labelsize=7)
     else:
         ax.xaxis.set_minor_formatter(NullFormatter())
@@ -95,7 +101,7 @@ def draw_op(ax, op: str, rows: Sequence[dict], with_device: bool) -> None:
     ax.grid(axis="x", which="both", alpha=0.3)
     devices = sorted({r.get("device", "") for r in rows})
     ax.set_title(op + ("" if with_device else f" · {devices[0]}"), loc="left", fontsize=10)
-    ax.legend(fontsize=7, loc="lower right", bbox_to_anchor=(1.0, 1.0), ncol=len(keys), frameon=False)
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)  # right of the panel
 
 
 def plot(rows: Sequence[dict], out: str, title: str) -> List[str]:
@@ -106,7 +112,7 @@ def plot(rows: Sequence[dict], out: str, title: str) -> List[str]:
     with_device = len({r.get("device") for r in rows}) > 1
     heights = [max(1.5, 0.3 * len(g) * max(1, math.sqrt(len(ratio_keys(g))))) for g in groups.values()]
     fig, axes = plt.subplots(
-        len(groups), 1, figsize=(10, sum(heights) + 1.0), gridspec_kw={"height_ratios": heights}, squeeze=False
+        len(groups), 1, figsize=(12, sum(heights) + 1.0), gridspec_kw={"height_ratios": heights}, squeeze=False
     )
     for ax, (op, group) in zip(axes[:, 0], groups.items()):
         draw_op(ax, op, group, with_device)
