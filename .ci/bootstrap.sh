@@ -3,8 +3,11 @@
 #   mmops_setup   exports MMOPS_PY (a python with torch) and MMOPS_TORCH_PREFIX;
 #                 installs what is missing: a venv with torch from the local wheels,
 #                 GoogleTest from Debian's packages.
-#   mmops_build   configures, builds and installs mmops (and its tests) into
-#                 MMOPS_BUILD_DIR (default build/) and MMOPS_INSTALL_DIR (build/install).
+#   mmops_build [TARGET...]
+#                 configures MMOPS_BUILD_DIR (default build/), builds the TARGETs
+#                 (default: all of them, the tests included; the demo builds
+#                 only `mmops`, the library) and installs mmops into
+#                 MMOPS_INSTALL_DIR (build/install). Returns non-zero on failure.
 
 MMOPS_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 export MMOPS_ROOT
@@ -125,8 +128,12 @@ mmops_build() {
     generator=(-G Ninja)
   fi
   cmake -S "$MMOPS_ROOT" -B "$MMOPS_BUILD_DIR" "${generator[@]}" \
-    -DCMAKE_BUILD_TYPE=Release -DMMOPS_PYTHON="$MMOPS_PY" ${MMOPS_CMAKE_ARGS:-}
-  cmake --build "$MMOPS_BUILD_DIR" --parallel "$(nproc)"
-  cmake --install "$MMOPS_BUILD_DIR" --prefix "$MMOPS_INSTALL_DIR" >/dev/null
-  _mmops_log "built $MMOPS_BUILD_DIR/libmmops.so, installed into $MMOPS_INSTALL_DIR"
+    -DCMAKE_BUILD_TYPE=Release -DMMOPS_PYTHON="$MMOPS_PY" ${MMOPS_CMAKE_ARGS:-} || return
+  # One build directory for both commands: the demo builds the library target
+  # only, the test command then adds the test programs to the same tree.
+  local targets=() t
+  for t in "$@"; do targets+=(--target "$t"); done
+  cmake --build "$MMOPS_BUILD_DIR" --parallel "${CMAKE_BUILD_PARALLEL_LEVEL:-$(nproc)}" "${targets[@]}" || return
+  cmake --install "$MMOPS_BUILD_DIR" --prefix "$MMOPS_INSTALL_DIR" >/dev/null || return
+  _mmops_log "built ${*:-everything} in $MMOPS_BUILD_DIR, installed mmops into $MMOPS_INSTALL_DIR"
 }

@@ -162,6 +162,7 @@ def main() -> int:
             ("ratio", lambda r: fmt_ratio(r.extra.get("roi_align_fb"), r.mm_fb)),
         ],
         with_torchvision=False,
+        extra_baselines=[("roi_align", "roi_align_fwd", "roi_align_fb")],
     )
 
 

@@ -119,6 +119,7 @@ def main() -> int:
         cases=(CASES, CASES),
         options=[ListOption("dtypes", DTYPES, ["fp32", "bf16"], ["fp32"])],
         bench=bench_focal,
+        baseline="composite",
         add_arguments=add_ops_alias,
     )
 

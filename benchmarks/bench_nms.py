@@ -4,42 +4,47 @@ bench_bbox_overlaps.py).
 Inputs: N random boxes with sides up to 100 px on an 800 x 800 image, uniform
 scores, IoU threshold 0.5; batched_nms with 80 categories. Every case is first
 checked: mmops' kept indices must equal torchvision's (for batched_nms, up to
-the order of equal scores). Then both are timed in the same run:
+the order of equal scores). Then both are timed in the same run (nms has no
+backward: forward only). On CUDA the time includes the one host
+synchronisation both libraries need for the kept count; the CPU has smaller N.
 
-  CUDA: CUDA events around each call after warm-up, median (nms includes the
-        one host synchronisation both libraries need for the kept count).
-  CPU:  time.perf_counter, median, torch.get_num_threads() threads, smaller N.
-
-ratio = baseline ms / mmops ms (> 1: mmops is faster).
-
-Usage:
-  PYTHONPATH=python python benchmarks/bench_nms.py [--device cpu|cuda] [--iters N]
-      [--warmup N] [--cases nms,batched_nms] [--sizes 1000,5000] [--dtypes fp32,fp16] [--quick]
-
-Exit code 1 when a correctness check fails (timings are never asserted).
+Cases: nms, batched_nms; --sizes: the box counts.
 """
 
 from __future__ import annotations
 
-import argparse
 import sys
+from dataclasses import dataclass
+from typing import Callable
 
 import torch
-from bench_common import Timer, add_run_arguments, fmt_ms, fmt_ratio, parse_list, resolve_run
+from bench_common import FwdBwdRow, ListOption, benchmark_main, torchvision_op
 
 import mmops  # noqa: F401  (registers torch.ops.mmops)
 
-try:
-    import torchvision
-except ImportError:  # pragma: no cover - depends on the machine
-    torchvision = None
+tv_nms, tv_batched_nms = torchvision_op("nms"), torchvision_op("batched_nms")
 
-CASES = ["nms", "batched_nms"]
-CUDA_SIZES = [1000, 5000, 20000, 100000]
-CPU_SIZES = [1000, 5000, 20000]
 CATEGORIES = 80
 THRESHOLD = 0.5
 DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16, "fp64": torch.float64}
+
+
+@dataclass(frozen=True)
+class Case:
+    name: str
+    mmops: Callable  # (boxes, scores, idxs) -> keep
+    baseline: Callable  # torchvision's, called only when torchvision is installed
+
+
+CASES = [
+    Case("nms", lambda b, s, i: torch.ops.mmops.nms(b, s, THRESHOLD), lambda b, s, i: tv_nms(b, s, THRESHOLD)),
+    Case(
+        "batched_nms",
+        lambda b, s, i: torch.ops.mmops.batched_nms(b, s, i, THRESHOLD),
+        lambda b, s, i: tv_batched_nms(b, s, i, THRESHOLD),
+    ),
+]
+SIZES = ListOption("sizes", None, [1000, 5000, 20000, 100000], [1000, 5000, 20000], convert=int)
 
 
 def make_boxes(n: int, device, dtype, seed: int = 0):
@@ -68,86 +73,40 @@ def compare_keep(keep, tv_keep, scores) -> str:
     return "DIFFERS"
 
 
-def report(rows, problems) -> int:
-    """Prints the table and the failed checks; the exit code (1: a check failed)."""
-    header = ["case", "size", "dtype", "mmops ms", "baseline ms", "ratio", "baseline", "check"]
-    table = [header] + [[str(c) for c in r] for r in rows]
-    widths = [max(len(r[i]) for r in table) for i in range(len(header))]
-    for k, r in enumerate(table):
-        print("  ".join(v.rjust(w) if i in (1, 3, 4, 5) else v.ljust(w) for i, (v, w) in enumerate(zip(r, widths))))
-        if k == 0:
-            print("  ".join("-" * w for w in widths))
-    for p in problems:
-        print("PROBLEM:", p)
-    return 1 if problems else 0
-
-
-def parse_run(parser: argparse.ArgumentParser, cases: list):
-    """The command line of this script and bench_bbox_overlaps.py: the run
-    options (bench_common), --dtypes, and the cases (all when --cases is not
-    given). Returns (args, run, cases, dtypes)."""
-    add_run_arguments(parser, iters=(50, 5), warmup=(10, 1))
-    parser.add_argument("--dtypes", default="fp32")
-    args = parser.parse_args()
-    run = resolve_run(parser, args, iters=(50, 5), warmup=(10, 1))
+def bench(case: Case, n: int, dtype_name: str, run, timer, problems) -> FwdBwdRow:
+    boxes, scores, idxs = make_boxes(n, run.device, DTYPES[dtype_name], seed=n)
+    row = FwdBwdRow((case.name, str(n), dtype_name))
     try:
-        wanted = parse_list(args.cases, cases) or cases
-        dtypes = [DTYPES[d] for d in parse_list(args.dtypes, DTYPES)]
-    except argparse.ArgumentTypeError as exc:
-        parser.error(str(exc))
-    return args, run, wanted, dtypes
-
-
-def device_line(run) -> str:
-    """The first line of the output: the device, the timer and torch."""
-    return (
-        f"device: {torch.cuda.get_device_name(run.device) if run.cuda else 'cpu'} "
-        f"({'CUDA events' if run.cuda else f'{torch.get_num_threads()} threads'}), torch {torch.__version__}"
-    )
+        keep = case.mmops(boxes, scores, idxs)
+    except Exception as exc:  # report, and go on with the other rows
+        row.check = "ERROR"
+        problems.append(f"{case.name} n={n} {dtype_name}: mmops raised {type(exc).__name__}: {exc}")
+        return row
+    row.check = "n/a"
+    if tv_nms is not None:
+        row.check = compare_keep(keep, case.baseline(boxes, scores, idxs), scores)
+        if row.check == "DIFFERS":
+            problems.append(f"{case.name} n={n} {dtype_name}: kept indices differ from torchvision")
+        row.base_fwd = timer(lambda: case.baseline(boxes, scores, idxs))
+    row.mm_fwd = timer(lambda: case.mmops(boxes, scores, idxs))
+    return row
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--sizes", default=None, help="comma separated box counts")
-    args, run, wanted, dtypes = parse_run(parser, CASES)
-    device, cuda = run.device, run.cuda
-    timer = Timer(device, run.iters, run.warmup)
-    sizes = [int(s) for s in args.sizes.split(",")] if args.sizes else (CUDA_SIZES if cuda else CPU_SIZES)
-    print(
-        f"{device_line(run)}, torchvision {torchvision.__version__ if torchvision else 'not installed'}, "
-        f"median of {run.iters}"
+    return benchmark_main(
+        __doc__,
+        "nms benchmark",
+        iters=(50, 5),
+        warmup=(10, 1),
+        cases=(CASES, CASES),
+        options=[SIZES, ListOption("dtypes", DTYPES, ["fp32"], ["fp32"])],
+        bench=bench,
+        labels=("op", "size", "dtype"),
+        baseline="torchvision",
+        check="kept indices",
+        backward=False,
+        notes=f"; IoU threshold {THRESHOLD}, batched_nms with {CATEGORIES} categories",
     )
-    ops = {
-        "nms": (
-            "nms",
-            lambda b, s, i: torch.ops.mmops.nms(b, s, THRESHOLD),
-            lambda b, s, i: torchvision.ops.nms(b, s, THRESHOLD),
-        ),
-        "batched_nms": (
-            f"batched_nms ({CATEGORIES} cat.)",
-            lambda b, s, i: torch.ops.mmops.batched_nms(b, s, i, THRESHOLD),
-            lambda b, s, i: torchvision.ops.batched_nms(b, s, i, THRESHOLD),
-        ),
-    }
-    rows, problems = [], []
-    for dtype in dtypes:
-        dname = str(dtype).replace("torch.", "")
-        for n in sizes:
-            boxes, scores, idxs = make_boxes(n, device, dtype, seed=n)
-            for case in [c for c in CASES if c in wanted]:
-                label, mmops_op, tv_op = ops[case]
-                keep = mmops_op(boxes, scores, idxs)
-                base_ms, check = None, "n/a"
-                if torchvision is not None:
-                    check = compare_keep(keep, tv_op(boxes, scores, idxs), scores)
-                    if check == "DIFFERS":
-                        problems.append(f"{case} n={n} {dname}: kept indices differ from torchvision")
-                    base_ms = timer(lambda: tv_op(boxes, scores, idxs))
-                mine = timer(lambda: mmops_op(boxes, scores, idxs))
-                rows.append(
-                    [label, n, dname, fmt_ms(mine), fmt_ms(base_ms), fmt_ratio(base_ms, mine), "torchvision", check]
-                )
-    return report(rows, problems)
 
 
 if __name__ == "__main__":

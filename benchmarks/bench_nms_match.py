@@ -13,29 +13,29 @@ the composite's. Rows:
   nms_match (op)    torch.ops.mmops.nms_match: the [N, 2] rows;
   nms_match (list)  mmops.nms_match: mmcv's list of index tensors (splitting the
                     rows reads the group sizes on the host).
-Timing as bench_nms.py (CUDA events or perf_counter, median). ratio = baseline
-ms / mmops ms (> 1: mmops is faster).
-
-Usage:
-  PYTHONPATH=python python benchmarks/bench_nms_match.py [--device cpu|cuda] [--iters N]
-      [--warmup N] [--cases uniform,clustered] [--sizes 1000,5000] [--dtypes fp32] [--quick]
-
-Exit code 1 when a correctness check fails (timings are never asserted).
+ratio = baseline ms / mmops ms (> 1: mmops is faster); nms_match has no
+backward: forward only. --sizes: the box counts.
 """
 
 from __future__ import annotations
 
-import argparse
 import sys
+from dataclasses import dataclass
 
 import torch
-from bench_common import Timer, fmt_ms, fmt_ratio
-from bench_nms import device_line, parse_run, report
+from bench_common import FwdBwdRow, ListOption, benchmark_main
 
 import mmops
 
-CASES = ["uniform", "clustered"]
-SIZES = [1000, 5000, 20000]
+
+@dataclass(frozen=True)
+class Case:
+    name: str  # the box distribution
+
+
+CASES = [Case("uniform"), Case("clustered")]
+SIZES = ListOption("sizes", None, [1000, 5000, 20000], [1000, 5000, 20000], convert=int)
+DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16, "fp64": torch.float64}
 THRESHOLD = 0.5
 BLOCK = 2048  # IoU rows per block of the composite
 
@@ -86,41 +86,43 @@ def same_groups(a: list, b: list) -> bool:
     return len(a) == len(b) and all(torch.equal(x.cpu(), y.cpu()) for x, y in zip(a, b))
 
 
+def bench(case: Case, n: int, dtype_name: str, run, timer, problems) -> list:
+    """Two rows, the op's and the list's, against the same composite timing."""
+    dets = make_dets(n, case.name, run.device, DTYPES[dtype_name], seed=n)
+    try:
+        groups = mmops.nms_match(dets, THRESHOLD)
+    except Exception as exc:  # report, and go on with the other rows
+        problems.append(f"{case.name} n={n} {dtype_name}: mmops raised {type(exc).__name__}: {exc}")
+        return [FwdBwdRow((case.name, str(n), dtype_name, api), check="ERROR") for api in ("op", "list")]
+    check = "equal" if same_groups(groups, composite_groups(dets, THRESHOLD)) else "DIFFERS"
+    if check == "DIFFERS":
+        problems.append(f"{case.name} n={n} {dtype_name}: groups differ from the composite")
+    base_ms = timer(lambda: composite_groups(dets, THRESHOLD))
+    label = f"{case.name} ({len(groups)} groups)"
+    op_ms = timer(lambda: torch.ops.mmops.nms_match(dets, THRESHOLD))
+    list_ms = timer(lambda: mmops.nms_match(dets, THRESHOLD))
+    return [
+        FwdBwdRow((label, str(n), dtype_name, api), base_fwd=base_ms, mm_fwd=ms, check=check)
+        for api, ms in (("op", op_ms), ("list", list_ms))
+    ]
+
+
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--sizes", default=None, help="comma separated box counts")
-    args, run, wanted, dtypes = parse_run(parser, CASES)
-    timer = Timer(run.device, run.iters, run.warmup)
-    sizes = [int(s) for s in args.sizes.split(",")] if args.sizes else SIZES
-    print(f"{device_line(run)}, median of {run.iters}, iou_threshold {THRESHOLD}")
-    rows, problems = [], []
-    for dtype in dtypes:
-        dname = str(dtype).replace("torch.", "")
-        for n in sizes:
-            for case in [c for c in CASES if c in wanted]:
-                dets = make_dets(n, case, run.device, dtype, seed=n)
-                groups = mmops.nms_match(dets, THRESHOLD)
-                check = "equal" if same_groups(groups, composite_groups(dets, THRESHOLD)) else "DIFFERS"
-                if check == "DIFFERS":
-                    problems.append(f"{case} n={n} {dname}: groups differ from the composite")
-                base_ms = timer(lambda: composite_groups(dets, THRESHOLD))
-                label = f"{case} ({len(groups)} groups)"
-                op_ms = timer(lambda: torch.ops.mmops.nms_match(dets, THRESHOLD))
-                list_ms = timer(lambda: mmops.nms_match(dets, THRESHOLD))
-                for what, ms in (("op", op_ms), ("list", list_ms)):
-                    rows.append(
-                        [
-                            f"{label} {what}",
-                            n,
-                            dname,
-                            fmt_ms(ms),
-                            fmt_ms(base_ms),
-                            fmt_ratio(base_ms, ms),
-                            "composite",
-                            check,
-                        ]
-                    )
-    return report(rows, problems)
+    return benchmark_main(
+        __doc__,
+        "nms_match benchmark",
+        iters=(50, 5),
+        warmup=(10, 1),
+        cases=(CASES, CASES),
+        options=[SIZES, ListOption("dtypes", DTYPES, ["fp32"], ["fp32"])],
+        bench=bench,
+        labels=("case", "size", "dtype", "api"),
+        baseline="composite",
+        check="groups",
+        backward=False,
+        with_torchvision=False,
+        notes=f"; IoU threshold {THRESHOLD}",
+    )
 
 
 if __name__ == "__main__":

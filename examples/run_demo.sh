@@ -15,7 +15,7 @@ cd "$REPO_ROOT"
 # shellcheck source=/dev/null
 source .ci/bootstrap.sh
 mmops_setup
-mmops_build
+mmops_build mmops   # the library only: the test programs are the test command's
 
 : "${MMOPS_PY:?mmops_setup did not export MMOPS_PY}"
 : "${MMOPS_TORCH_PREFIX:?mmops_build did not export MMOPS_TORCH_PREFIX}"

@@ -35,14 +35,18 @@ using cuda_helpers::channel_vector;
 template <typename sum_t, int VEC>
 __device__ inline void atomic_add_channels(sum_t* address, const sum_t (&values)[VEC]) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  if constexpr (std::is_same_v<sum_t, float> && VEC == 4) {
-    atomicAdd(reinterpret_cast<float4*>(address), make_float4(values[0], values[1], values[2], values[3]));
-    return;
-  }
+  constexpr bool kVectorAtomic = std::is_same_v<sum_t, float> && VEC == 4;
+#else
+  constexpr bool kVectorAtomic = false;
 #endif
+  // if constexpr / else, not an early return: the loop after it would be unreachable code (nvcc warns)
+  if constexpr (kVectorAtomic) {
+    atomicAdd(reinterpret_cast<float4*>(address), make_float4(values[0], values[1], values[2], values[3]));
+  } else {
 #pragma unroll
-  for (int v = 0; v < VEC; ++v) {
-    atomicAdd(address + v, values[v]);
+    for (int v = 0; v < VEC; ++v) {
+      atomicAdd(address + v, values[v]);
+    }
   }
 }
 
