@@ -15,6 +15,7 @@ if(SKBUILD)
   # site-packages/mmops/lib -> site-packages/torch/lib (and the CUDA runtime of
   # torch's wheel, site-packages/nvidia/<pkg>/lib) when mmops has CUDA code.
   file(RELATIVE_PATH _mmops_site_from_lib "/site/mmops/${CMAKE_INSTALL_LIBDIR}" "/site")
+  string(REGEX REPLACE "/$" "" _mmops_site_from_lib "${_mmops_site_from_lib}")
   get_filename_component(_mmops_torch_site "${_mmops_torch_lib_dir}/../.." ABSOLUTE)
   set(_mmops_rpath "$ORIGIN" "$ORIGIN/${_mmops_site_from_lib}/torch/lib")
   if(MMOPS_CUDA_ENABLED)
