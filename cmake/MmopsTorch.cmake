@@ -36,8 +36,10 @@ if(MMOPS_PYTHON)
     if(NOT Torch_DIR AND EXISTS "${_mmops_torch_prefix}/Torch")
       set(Torch_DIR "${_mmops_torch_prefix}/Torch" CACHE PATH "libtorch CMake config" FORCE)
     endif()
-  elseif(SKBUILD)
-    string(REGEX REPLACE ".*\n" "" _mmops_torch_err "${_mmops_torch_err}")
+  else()
+    string(REGEX REPLACE ".*\n" "" _mmops_torch_err "${_mmops_torch_err}")  # the exception's line
+  endif()
+  if(NOT _mmops_torch_rc EQUAL 0 AND SKBUILD)
     message(FATAL_ERROR "mmops: torch is not importable from ${MMOPS_PYTHON} (${_mmops_torch_err}).\n"
       "mmops builds against the torch already installed (its C++ ABI must match), so pip must not "
       "build it in an isolated environment: install torch first, then run\n"
@@ -71,8 +73,9 @@ if(NOT _mmops_cuda_mode MATCHES "^(AUTO|ON|OFF)$")
   message(FATAL_ERROR "MMOPS_WITH_CUDA must be ON, OFF or AUTO, got '${MMOPS_WITH_CUDA}'")
 endif()
 if(NOT _mmops_cuda_mode STREQUAL "OFF")
-  find_program(MMOPS_NVCC nvcc HINTS ENV CUDA_HOME ENV CUDA_PATH PATH_SUFFIXES bin
-               PATHS /usr/local/cuda/bin)
+  # The toolkit's own nvcc before PATH's: a wrapper script on PATH says nothing of
+  # where the toolkit is.
+  find_program(MMOPS_NVCC nvcc HINTS ENV CUDA_HOME ENV CUDA_PATH /usr/local/cuda PATH_SUFFIXES bin)
 endif()
 
 if(_mmops_cuda_mode STREQUAL "AUTO")
@@ -81,8 +84,8 @@ if(_mmops_cuda_mode STREQUAL "AUTO")
   else()
     set(MMOPS_CUDA_ENABLED OFF)
     if(_mmops_torch_has_cuda)
-      message(WARNING "mmops: torch has CUDA but nvcc was not found (not on PATH, nor in "
-        "$CUDA_HOME/bin, $CUDA_PATH/bin or /usr/local/cuda/bin): building the CPU kernels only. "
+      message(WARNING "mmops: torch has CUDA but nvcc was not found (not in $CUDA_HOME/bin, "
+        "$CUDA_PATH/bin or /usr/local/cuda/bin, nor on PATH): building the CPU kernels only. "
         "Set CUDA_HOME to the CUDA toolkit for the CUDA kernels, or -DMMOPS_WITH_CUDA=OFF to silence this.")
     endif()
   endif()
@@ -92,8 +95,8 @@ elseif(_mmops_cuda_mode STREQUAL "ON")
       "(no libtorch_cuda in ${_mmops_torch_lib_dir}); install a CUDA build of torch")
   endif()
   if(NOT MMOPS_NVCC)
-    message(FATAL_ERROR "MMOPS_WITH_CUDA=ON but nvcc was not found (not on PATH, nor in $CUDA_HOME/bin, "
-      "$CUDA_PATH/bin or /usr/local/cuda/bin): install the CUDA toolkit and set CUDA_HOME to it")
+    message(FATAL_ERROR "MMOPS_WITH_CUDA=ON but nvcc was not found (not in $CUDA_HOME/bin, "
+      "$CUDA_PATH/bin or /usr/local/cuda/bin, nor on PATH): install the CUDA toolkit and set CUDA_HOME to it")
   endif()
   set(MMOPS_CUDA_ENABLED ON)
 else()
