@@ -14,9 +14,13 @@ import torch
 
 __version__ = "0.1.0"
 
-from ._loader import load_library
+from . import _loader
 
-library_path = load_library()
+library_path = _loader.load_library()
+# What libmmops.so was built for (its mmops_build_info.json; None without one), and
+# the folder for CMAKE_PREFIX_PATH to find_package(mmops) (None without a CMake package).
+build_info = _loader.build_info
+cmake_prefix_path = _loader.cmake_prefix_path
 
 from . import _fake  # noqa: E402,F401  (fake kernels of the data-dependent ops)
 
@@ -32,6 +36,7 @@ def strict_index_check() -> bool:
 
 
 __all__ = ["__version__", "library_path", "set_strict_index_check", "strict_index_check"]
+__all__ += ["build_info", "cmake_prefix_path"]
 
 # Not op families, imported on demand: the mmcv.ops bridge is opt-in (`import mmops.mmcv_ops`)
 # and mmops.onnx loads onnxscript.
