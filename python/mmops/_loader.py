@@ -131,6 +131,7 @@ def load_library() -> Path:
     tried = [Path(env)] if env else _candidates()
     for path in tried:
         if path.is_file():
+            path = path.absolute()  # the same name from any working directory
             info = read_build_info(path)
             check_build(path, info)
             _load(path, info)
