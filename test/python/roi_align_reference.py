@@ -37,11 +37,11 @@ def border_taps(pos, size):
     pos = torch.where(pos < 0, torch.zeros_like(pos), pos)
     low = pos.detach().floor()
     at_edge = low >= size - 1
-    low = torch.where(at_edge, torch.full_like(low, size - 1), low)
-    high = torch.where(at_edge, low, low + 1)
-    pos = torch.where(at_edge, low, pos)
-    frac = pos - low
-    return valid, low.long().clamp(min=0), high.long().clamp(min=0), 1 - frac, frac
+    # indices as integers: in bfloat16, size - 1 itself may round up to size
+    low_index = torch.where(at_edge, size - 1, low.long().clamp(min=0))
+    high_index = torch.where(at_edge, low_index, low_index + 1)
+    frac = torch.where(at_edge, torch.zeros_like(pos), pos - low)
+    return valid, low_index, high_index, 1 - frac, frac
 
 
 def _axis_samples(start, roi_len, bins, grid, size):
