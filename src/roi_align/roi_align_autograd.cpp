@@ -98,22 +98,6 @@ class MultiLevelRoIAlignFunction : public torch::autograd::Function<MultiLevelRo
   }
 };
 
-// The graph-recording paths, out of line: inlined beside the no-grad branch,
-// GCC 13 reports a false -Warray-bounds inside torch's Function::apply.
-C10_NOINLINE at::Tensor roi_align_recorded(const at::Tensor& input, const at::Tensor& rois,
-                                           c10::SymIntArrayRef output_size, double spatial_scale,
-                                           int64_t sampling_ratio, c10::string_view pool_mode, bool aligned) {
-  return RoIAlignFunction::apply(input, rois, output_size, spatial_scale, sampling_ratio, pool_mode, aligned);
-}
-
-C10_NOINLINE at::Tensor multi_level_roi_align_recorded(at::TensorList features, const at::Tensor& rois,
-                                                       c10::SymIntArrayRef output_size,
-                                                       c10::ArrayRef<double> spatial_scales, int64_t sampling_ratio,
-                                                       c10::string_view pool_mode, bool aligned, int64_t finest_scale) {
-  return MultiLevelRoIAlignFunction::apply(features, rois, output_size, spatial_scales, sampling_ratio, pool_mode,
-                                           aligned, finest_scale);
-}
-
 at::Tensor roi_align_autograd(const at::Tensor& input, const at::Tensor& rois, c10::SymIntArrayRef output_size,
                               double spatial_scale, int64_t sampling_ratio, c10::string_view pool_mode, bool aligned) {
   if (!detail::needs_grad({input})) {
@@ -121,7 +105,7 @@ at::Tensor roi_align_autograd(const at::Tensor& input, const at::Tensor& rois, c
     at::AutoDispatchBelowADInplaceOrView below_autograd;
     return op.call(input, rois, output_size, spatial_scale, sampling_ratio, pool_mode, aligned);
   }
-  return roi_align_recorded(input, rois, output_size, spatial_scale, sampling_ratio, pool_mode, aligned);
+  return RoIAlignFunction::apply(input, rois, output_size, spatial_scale, sampling_ratio, pool_mode, aligned);
 }
 
 at::Tensor multi_level_roi_align_autograd(at::TensorList features, const at::Tensor& rois,
@@ -133,8 +117,8 @@ at::Tensor multi_level_roi_align_autograd(at::TensorList features, const at::Ten
     at::AutoDispatchBelowADInplaceOrView below_autograd;
     return op.call(features, rois, output_size, spatial_scales, sampling_ratio, pool_mode, aligned, finest_scale);
   }
-  return multi_level_roi_align_recorded(features, rois, output_size, spatial_scales, sampling_ratio, pool_mode, aligned,
-                                        finest_scale);
+  return MultiLevelRoIAlignFunction::apply(features, rois, output_size, spatial_scales, sampling_ratio, pool_mode,
+                                           aligned, finest_scale);
 }
 
 } // namespace

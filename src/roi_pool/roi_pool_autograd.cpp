@@ -37,13 +37,6 @@ class RoIPoolFunction : public torch::autograd::Function<RoIPoolFunction> {
   }
 };
 
-// Out of line: inlined beside the no-grad branch, GCC 13 reports a false
-// -Warray-bounds inside torch's Function::apply.
-C10_NOINLINE at::Tensor roi_pool_recorded(const at::Tensor& input, const at::Tensor& rois,
-                                          c10::SymIntArrayRef output_size, double spatial_scale) {
-  return RoIPoolFunction::apply(input, rois, output_size, spatial_scale);
-}
-
 at::Tensor roi_pool_autograd(const at::Tensor& input, const at::Tensor& rois, c10::SymIntArrayRef output_size,
                              double spatial_scale) {
   if (!detail::needs_grad({input})) {
@@ -51,7 +44,7 @@ at::Tensor roi_pool_autograd(const at::Tensor& input, const at::Tensor& rois, c1
     at::AutoDispatchBelowADInplaceOrView below_autograd;
     return op.call(input, rois, output_size, spatial_scale);
   }
-  return roi_pool_recorded(input, rois, output_size, spatial_scale);
+  return RoIPoolFunction::apply(input, rois, output_size, spatial_scale);
 }
 
 } // namespace
