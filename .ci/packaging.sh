@@ -82,7 +82,8 @@ root = Path(sys.argv[1]).resolve()
 site = Path(torch.__file__).resolve().parent.parent
 for what in (Path(mmops.__file__), Path(mmops.library_path)):
     assert what.resolve().is_relative_to(site), f"{what} is not in {site}"
-    assert not what.resolve().is_relative_to(root), f"{what} comes from the checkout"
+    for source in (root / "python", root / "build"):  # the venv itself may sit inside the checkout
+        assert not what.resolve().is_relative_to(source), f"{what} comes from the checkout's {source}"
 features = torch.arange(1.0, 5.0).reshape(1, 1, 2, 2)
 out = mmops.roi_align(features, torch.tensor([[0.0, 0.0, 0.0, 1.0, 1.0]]), 2, aligned=True)
 assert torch.allclose(out.flatten(), torch.tensor([1.0, 1.25, 1.5, 1.75])), out
