@@ -28,6 +28,11 @@ C10_HOST_DEVICE inline T pow_of(T base, T e) {
   return MMOPS_HOST_DEVICE_FN(pow)(base, e);
 }
 
+template <typename T>
+C10_HOST_DEVICE inline T atan2_of(T y, T x) {
+  return MMOPS_HOST_DEVICE_FN(atan2)(y, x);
+}
+
 // name(v) = fn(v) for the unary functions.
 #define MMOPS_UNARY_HOST_DEVICE_FN(name, fn) \
   template <typename T>                      \
@@ -40,6 +45,10 @@ MMOPS_UNARY_HOST_DEVICE_FN(ceil_of, ceil)
 MMOPS_UNARY_HOST_DEVICE_FN(exp_of, exp)
 MMOPS_UNARY_HOST_DEVICE_FN(log_of, log)
 MMOPS_UNARY_HOST_DEVICE_FN(log1p_of, log1p)
+MMOPS_UNARY_HOST_DEVICE_FN(sin_of, sin)
+MMOPS_UNARY_HOST_DEVICE_FN(cos_of, cos)
+MMOPS_UNARY_HOST_DEVICE_FN(sqrt_of, sqrt)
+MMOPS_UNARY_HOST_DEVICE_FN(abs_of, fabs)
 #undef MMOPS_UNARY_HOST_DEVICE_FN
 #undef MMOPS_HOST_DEVICE_FN
 
