@@ -43,3 +43,21 @@ def _soft_nms_fake(
     torch.ops.mmops._soft_nms_check(boxes, scores, iou_threshold, sigma, min_score, method)
     k = _kept_count()
     return boxes.new_empty((k, 5)), boxes.new_empty((k,), dtype=torch.long)
+
+
+# --- box_iou_rotated / nms_rotated ---
+from typing import Optional  # noqa: E402
+
+
+@torch.library.register_fake("mmops::nms_rotated")
+def _nms_rotated_fake(
+    boxes: Tensor, scores: Tensor, iou_threshold: float, labels: Optional[Tensor] = None, clockwise: bool = True
+) -> Tensor:
+    torch.ops.mmops._nms_rotated_check(boxes, scores, iou_threshold, labels, clockwise)
+    return boxes.new_empty((_kept_count(),), dtype=torch.long)
+
+
+@torch.library.register_fake("mmops::nms_quadri")
+def _nms_quadri_fake(boxes: Tensor, scores: Tensor, iou_threshold: float, labels: Optional[Tensor] = None) -> Tensor:
+    torch.ops.mmops._nms_quadri_check(boxes, scores, iou_threshold, labels)
+    return boxes.new_empty((_kept_count(),), dtype=torch.long)

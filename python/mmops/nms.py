@@ -83,7 +83,8 @@ def batched_nms(
 ) -> Tuple[Tensor, Tensor]:
     """mmcv.ops.batched_nms: NMS inside each category of ``idxs`` only.
 
-    nms_cfg: ``type`` ("nms" or "soft_nms", default "nms"), ``iou_threshold``
+    nms_cfg: ``type`` ("nms", "soft_nms", "nms_rotated" for [N, 5] rotated boxes
+    or "nms_quadri" for [N, 8] quadrilaterals; default "nms"), ``iou_threshold``
     (or the old ``iou_thr``), ``class_agnostic``, ``max_num``, and the other
     arguments of :func:`nms` / :func:`soft_nms`; ``split_thr`` is accepted and
     ignored (mmops needs no per-class loop). None: no NMS, every box sorted by
@@ -137,7 +138,13 @@ def batched_nms(
         if max_num > 0:
             dets, keep = dets[:max_num], keep[:max_num]
         return dets, keep
-    raise ValueError(f"mmops.batched_nms: nms_cfg type must be 'nms' or 'soft_nms', got {nms_type!r}")
+    if nms_type in ("nms_rotated", "nms_quadri"):
+        from mmops.nms_rotated import _rotated_batched_nms
+
+        return _rotated_batched_nms(nms_type, boxes, scores, idxs, cfg, class_agnostic, max_num)
+    raise ValueError(
+        f"mmops.batched_nms: nms_cfg type must be 'nms', 'soft_nms', 'nms_rotated' or 'nms_quadri', got {nms_type!r}"
+    )
 
 
 def nms_match(dets: Any, iou_threshold: float) -> List[Any]:

@@ -138,3 +138,67 @@ def make_module(name: str = "mmcv._ext") -> types.ModuleType:
 
     module.__getattr__ = __getattr__
     return module
+
+
+# --- box_iou_rotated / nms_rotated ---
+def _overlap_mode(op: str, mode_flag: int) -> str:
+    modes = {0: "iou", 1: "iof"}
+    if int(mode_flag) not in modes:
+        raise ValueError(f"mmcv.ops.{op}: mode_flag must be 0 (iou) or 1 (iof), got {mode_flag}")
+    return modes[int(mode_flag)]
+
+
+def box_iou_rotated(
+    bboxes1: torch.Tensor, bboxes2: torch.Tensor, ious: torch.Tensor, mode_flag: int = 0, aligned: bool = False
+) -> None:
+    """mmcv's kernel contract: fills ious (flat [N * M], or [N] when aligned);
+    the angles arrive already flipped for clockwise=False."""
+    mode = _overlap_mode("box_iou_rotated", mode_flag)
+    out = torch.ops.mmops.box_iou_rotated(bboxes1, bboxes2, mode, bool(aligned), True)
+    ious.copy_(out.reshape(ious.shape))
+
+
+def box_iou_quadri(
+    bboxes1: torch.Tensor, bboxes2: torch.Tensor, ious: torch.Tensor, mode_flag: int = 0, aligned: bool = False
+) -> None:
+    mode = _overlap_mode("box_iou_quadri", mode_flag)
+    ious.copy_(torch.ops.mmops.box_iou_quadri(bboxes1, bboxes2, mode, bool(aligned)).reshape(ious.shape))
+
+
+def nms_rotated(
+    dets: torch.Tensor,
+    scores: torch.Tensor,
+    order: torch.Tensor,
+    dets_sorted: torch.Tensor,
+    labels: torch.Tensor,
+    iou_threshold: float,
+    multi_label: bool,
+) -> torch.Tensor:
+    """mmcv's kernel contract: dets [N, 5] (or [N, 6] with the label column
+    when multi_label), angles already flipped; order/dets_sorted are ignored
+    (mmops sorts on the device, ties to the lower index)."""
+    boxes = dets[:, :5].contiguous()
+    return torch.ops.mmops.nms_rotated(boxes, scores, float(iou_threshold), labels if multi_label else None, True)
+
+
+def nms_quadri(
+    dets: torch.Tensor,
+    scores: torch.Tensor,
+    order: torch.Tensor,
+    dets_sorted: torch.Tensor,
+    iou_threshold: float,
+    multi_label: bool,
+) -> torch.Tensor:
+    """mmcv's kernel contract: dets [N, 8], or [N, 9] with the label in the last column."""
+    labels = dets[:, 8].contiguous() if multi_label else None
+    return torch.ops.mmops.nms_quadri(dets[:, :8].contiguous(), scores, float(iou_threshold), labels)
+
+
+SERVED.update(
+    {
+        "box_iou_rotated": box_iou_rotated,
+        "box_iou_quadri": box_iou_quadri,
+        "nms_rotated": nms_rotated,
+        "nms_quadri": nms_quadri,
+    }
+)
