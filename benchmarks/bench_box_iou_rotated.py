@@ -59,11 +59,13 @@ def make_rotated(n: int, distribution: str, device, dtype, seed: int = 0, object
         a = (torch.rand(n, 1, generator=g) * 2 - 1) * math.pi
         boxes = torch.cat([xy, wh, a], 1)
     else:
+        # The same objects for every seed (boxes1 and boxes2 of a case overlap).
+        go = torch.Generator().manual_seed(12345)
         obj = torch.cat(
             [
-                torch.rand(objects, 2, generator=g) * 1000,
-                torch.rand(objects, 2, generator=g) * 50 + 10,
-                (torch.rand(objects, 1, generator=g) * 2 - 1) * math.pi,
+                torch.rand(objects, 2, generator=go) * 1000,
+                torch.rand(objects, 2, generator=go) * 50 + 10,
+                (torch.rand(objects, 1, generator=go) * 2 - 1) * math.pi,
             ],
             1,
         )
@@ -133,7 +135,9 @@ def pair_iou_composite(a, b):
     inter = torch.where(cnt >= 3, _area(px, py, cnt), torch.zeros_like(px[:, 0]))
     area_a, area_b = a[:, 2] * a[:, 3], b[:, 2] * b[:, 3]
     union = area_a + area_b - inter
-    return torch.where(union > 0, inter / torch.where(union > 0, union, torch.ones_like(union)), torch.zeros_like(union))
+    return torch.where(
+        union > 0, inter / torch.where(union > 0, union, torch.ones_like(union)), torch.zeros_like(union)
+    )
 
 
 def iou_matrix_composite(b1, b2):
@@ -151,7 +155,10 @@ def iou_matrix_composite(b1, b2):
 
 def aligned_composite(b1, b2):
     return torch.cat(
-        [pair_iou_composite(b1[s : s + PAIRS_PER_CHUNK], b2[s : s + PAIRS_PER_CHUNK]) for s in range(0, len(b1), PAIRS_PER_CHUNK)]
+        [
+            pair_iou_composite(b1[s : s + PAIRS_PER_CHUNK], b2[s : s + PAIRS_PER_CHUNK])
+            for s in range(0, len(b1), PAIRS_PER_CHUNK)
+        ]
     )
 
 

@@ -44,7 +44,7 @@ __global__ void __launch_bounds__(kThreads)
   for (int64_t i0 = blockIdx.y * int64_t(kRows); i0 < n; i0 += int64_t(gridDim.y) * kRows) {
     const int rows = static_cast<int>(n - i0 < kRows ? n - i0 : kRows);
     __syncthreads(); // the previous rows are no longer read
-    if (threadIdx.x < rows) {
+    if (static_cast<int>(threadIdx.x) < rows) {
       s_rows[threadIdx.x] = rotated_iou::load_shape<scalar_t, T, D>(b1 + (i0 + threadIdx.x) * D, clockwise);
     }
     __syncthreads();

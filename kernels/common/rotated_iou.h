@@ -26,7 +26,7 @@ C10_HOST_DEVICE inline Shape<T, D> load_shape(const scalar_t* __restrict__ row, 
   for (int k = 0; k < D; ++k) {
     s.v[k] = static_cast<T>(row[k]);
   }
-  if (D == 5) {
+  if constexpr (D == 5) {
     if (!clockwise) {
       s.v[4] = -s.v[4];
     }
@@ -69,10 +69,11 @@ C10_HOST_DEVICE inline T overlap(const Shape<T, D>& a, const Shape<T, D>& b, boo
   if (surely_disjoint(a, b)) {
     return T(0);
   }
-  if (D == 5) {
+  if constexpr (D == 5) {
     return polygon::rotated_box_overlap<T>(a.v, b.v, iof);
+  } else {
+    return polygon::quadri_overlap<T>(a.v, b.v, iof);
   }
-  return polygon::quadri_overlap<T>(a.v, b.v, iof);
 }
 
 } // namespace rotated_iou

@@ -11,8 +11,10 @@
 //      memory. The rotated IoU is far dearer than a word write, so the mask is
 //      dense (N^2 / 8 bytes: 50 MB at 20k boxes).
 //   4. greedy reduction in ONE block: per row tile, thread 0 resolves its 64
-//      rows from the running `removed` words and the diagonal words; then the
-//      block ORs the words of the kept rows into `removed` for the later tiles.
+//      rows from the running `removed` words and the diagonal words (staged in
+//      shared memory); then the block ORs the words of the kept rows into
+//      `removed` for the later tiles (atomicOr: a column's rows may be split
+//      between threads).
 //   5. kept bits to a bool per position, compacted in score order.
 
 #include "common/rotated_iou.h"
@@ -86,8 +88,7 @@ __global__ void __launch_bounds__(kTile)
     const int64_t my_label = label != nullptr ? label[row] : 0;
     u64 bits = 0;
     for (int c = (j == i) ? t + 1 : 0; c < cols; ++c) {
-      if (s_label[c] == my_label &&
-          static_cast<double>(rotated_iou::overlap(mine, s_col[c], false)) > threshold) {
+      if (s_label[c] == my_label && static_cast<double>(rotated_iou::overlap(mine, s_col[c], false)) > threshold) {
         bits |= u64(1) << c;
       }
     }
@@ -96,14 +97,13 @@ __global__ void __launch_bounds__(kTile)
 }
 
 // One block: the greedy pass over the mask; kept receives one word per row tile.
-__global__ void __launch_bounds__(kGreedyThreads)
-    greedy_kernel(const u64* __restrict__ mask, int64_t n, int64_t ntiles, u64* __restrict__ removed,
-                  u64* __restrict__ kept) {
+__global__ void __launch_bounds__(kGreedyThreads) greedy_kernel(const u64* __restrict__ mask, int64_t n, int64_t ntiles,
+                                                                u64* __restrict__ removed, u64* __restrict__ kept) {
   __shared__ u64 s_diag[kTile];
   __shared__ u64 s_kept;
   for (int64_t i = 0; i < ntiles; ++i) {
     const int rows = static_cast<int>(n - i * kTile < kTile ? n - i * kTile : kTile);
-    if (threadIdx.x < rows) {
+    if (static_cast<int>(threadIdx.x) < rows) {
       s_diag[threadIdx.x] = mask[(i * kTile + threadIdx.x) * ntiles + i];
     }
     __syncthreads(); // also: removed[i] is complete
@@ -121,16 +121,29 @@ __global__ void __launch_bounds__(kGreedyThreads)
     }
     __syncthreads();
     const u64 k = s_kept;
-    // Adjacent threads read adjacent words of a kept row: coalesced.
-    for (int64_t j = i + 1 + threadIdx.x; j < ntiles; j += blockDim.x) {
-      u64 acc = 0;
-      u64 todo = k;
-      while (todo != 0) {
-        const int r = __ffsll(static_cast<long long>(todo)) - 1;
-        todo &= todo - 1;
-        acc |= mask[(i * kTile + r) * ntiles + j];
+    // The kept rows' words of the later tiles into removed: `lanes` threads share a
+    // column (rows split between them) when the columns are fewer than the threads,
+    // and the unrolled loop keeps several loads in flight per thread.
+    const int64_t width = ntiles - i - 1;
+    if (k != 0 && width > 0) {
+      int lanes = 1;
+      while (lanes < 32 && width * lanes * 2 <= kGreedyThreads) {
+        lanes *= 2;
       }
-      removed[j] |= acc; // one thread per word: no race
+      const int part = static_cast<int>(threadIdx.x) % lanes;
+      for (int64_t c = threadIdx.x / lanes; c < width; c += kGreedyThreads / lanes) {
+        const int64_t j = i + 1 + c;
+        u64 acc = 0;
+#pragma unroll 8
+        for (int r = part; r < kTile; r += lanes) {
+          if ((k >> r) & 1) {
+            acc |= mask[(i * kTile + r) * ntiles + j];
+          }
+        }
+        if (acc != 0) {
+          atomicOr(&removed[j], acc);
+        }
+      }
     }
     __syncthreads();
   }

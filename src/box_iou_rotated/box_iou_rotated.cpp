@@ -52,7 +52,7 @@ at::Tensor box_iou_quadri(const at::Tensor& boxes1, const at::Tensor& boxes2, c1
 
 } // namespace mmops
 
-#define MMOPS_BOX_IOU_ROTATED_ENTRIES(m, device)                                         \
+#define MMOPS_BOX_IOU_ROTATED_ENTRIES(m, device)                                        \
   m.impl("box_iou_rotated", &box_iou_rotated_entry<kernels::box_iou_rotated_##device>); \
   m.impl("box_iou_quadri", &box_iou_quadri_entry<kernels::box_iou_rotated_##device>);
 

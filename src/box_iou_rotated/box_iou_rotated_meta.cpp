@@ -8,8 +8,8 @@
 namespace mmops {
 namespace {
 
-at::Tensor box_iou_rotated_meta(const at::Tensor& boxes1, const at::Tensor& boxes2, c10::string_view mode,
-                                bool aligned, bool clockwise) {
+at::Tensor box_iou_rotated_meta(const at::Tensor& boxes1, const at::Tensor& boxes2, c10::string_view mode, bool aligned,
+                                bool clockwise) {
   detail::check_box_iou_rotated(boxes1, boxes2, mode, aligned, clockwise);
   return at::empty_symint(kernels::rotated_overlaps_shape(boxes1, boxes2, aligned), boxes1.options());
 }

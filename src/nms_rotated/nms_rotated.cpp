@@ -75,7 +75,7 @@ at::Tensor nms_quadri(const at::Tensor& boxes, const at::Tensor& scores, double 
 
 } // namespace mmops
 
-#define MMOPS_NMS_ROTATED_ENTRIES(m, device)                                 \
+#define MMOPS_NMS_ROTATED_ENTRIES(m, device)                                \
   m.impl("nms_rotated", &nms_rotated_entry<kernels::nms_rotated_##device>); \
   m.impl("nms_quadri", &nms_quadri_entry<kernels::nms_rotated_##device>);
 

@@ -18,8 +18,9 @@ namespace {
 // and scores[mask] have two unbacked sizes that only the data makes equal).
 void check_one_per_box(const char* op, const char* name, const at::Tensor& t, const at::Tensor& boxes) {
   const c10::SymBool fits = t.dim() == 1 ? t.sym_size(0).sym_eq(boxes.sym_size(0)) : c10::SymBool(false);
-  TORCH_SYM_CHECK(fits, op, "expected ", name, " to be a 1-D tensor of shape [N] with N = boxes.size(0) = ",
-                  boxes.sym_size(0), ", but got shape ", shape_of(t));
+  TORCH_SYM_CHECK(fits, op, "expected ", name,
+                  " to be a 1-D tensor of shape [N] with N = boxes.size(0) = ", boxes.sym_size(0), ", but got shape ",
+                  shape_of(t));
 }
 
 NmsRotatedParams check_nms(const char* op, int64_t cols, const char* layout, const at::Tensor& boxes,

@@ -30,18 +30,17 @@ at::Tensor corners(const at::Tensor& boxes) {
   const at::Tensor ux = c * b.select(1, 2) / 2, uy = s * b.select(1, 2) / 2;
   const at::Tensor vx = -s * b.select(1, 3) / 2, vy = c * b.select(1, 3) / 2;
   const at::Tensor x = b.select(1, 0), y = b.select(1, 1);
-  return at::stack({x - ux - vx, y - uy - vy, x + ux - vx, y + uy - vy, x + ux + vx, y + uy + vy, x - ux + vx,
-                    y - uy + vy},
-                   1);
+  return at::stack(
+      {x - ux - vx, y - uy - vy, x + ux - vx, y + uy - vy, x + ux + vx, y + uy + vy, x - ux + vx, y - uy + vy}, 1);
 }
 
 TEST(BoxIouRotated, MmcvKnownVectors) {
-  const at::Tensor b1 = at::tensor({1.0, 1.0, 3.0, 4.0, 0.5, 2.0, 2.0, 3.0, 4.0, 0.6, 7.0, 7.0, 8.0, 8.0, 0.4},
-                                   at::kFloat)
-                            .reshape({3, 5});
-  const at::Tensor b2 = at::tensor({0.0, 2.0, 2.0, 5.0, 0.3, 2.0, 1.0, 3.0, 3.0, 0.5, 5.0, 5.0, 6.0, 7.0, 0.4},
-                                   at::kFloat)
-                            .reshape({3, 5});
+  const at::Tensor b1 =
+      at::tensor({1.0, 1.0, 3.0, 4.0, 0.5, 2.0, 2.0, 3.0, 4.0, 0.6, 7.0, 7.0, 8.0, 8.0, 0.4}, at::kFloat)
+          .reshape({3, 5});
+  const at::Tensor b2 =
+      at::tensor({0.0, 2.0, 2.0, 5.0, 0.3, 2.0, 1.0, 3.0, 3.0, 0.5, 5.0, 5.0, 6.0, 7.0, 0.4}, at::kFloat)
+          .reshape({3, 5});
   const at::Tensor iou =
       at::tensor({0.3708, 0.4351, 0.0, 0.1104, 0.4487, 0.0424, 0.0, 0.0, 0.3622}, at::kFloat).reshape({3, 3});
   const at::Tensor iof =
@@ -66,8 +65,8 @@ TEST(BoxIouRotated, ExactSmallCases) {
   // quadrilaterals: the corners of rotated boxes give the rotated IoU
   at::manual_seed(3);
   const at::Tensor b1 = random_rotated(6, 10.0, at::kDouble), b2 = random_rotated(5, 10.0, at::kDouble);
-  EXPECT_TRUE(at::allclose(mmops::box_iou_quadri(corners(b1), corners(b2)), mmops::box_iou_rotated(b1, b2), 1e-9,
-                           1e-12));
+  EXPECT_TRUE(
+      at::allclose(mmops::box_iou_quadri(corners(b1), corners(b2)), mmops::box_iou_rotated(b1, b2), 1e-9, 1e-12));
   EXPECT_EQ(mmops::box_iou_rotated(b1.slice(0, 0, 0), b2).sizes(), (std::vector<int64_t>{0, 5}));
 }
 
@@ -102,8 +101,8 @@ TEST(BoxIouRotated, CudaMatchesCpu) {
 // The public C++ API on the calls the conformance cases recorded (test_torchscript.cpp).
 const mmops_test::CppApiEntry box_iou_rotated_api{
     "mmops::box_iou_rotated", [](const mmops_test::ApiArgs& a) {
-      return mmops_test::ApiOutputs{mmops::box_iou_rotated(a[0].toTensor(), a[1].toTensor(), a[2].toStringRef(),
-                                                           a[3].toBool(), a[4].toBool())};
+      return mmops_test::ApiOutputs{
+          mmops::box_iou_rotated(a[0].toTensor(), a[1].toTensor(), a[2].toStringRef(), a[3].toBool(), a[4].toBool())};
     }};
 const mmops_test::CppApiEntry box_iou_quadri_api{
     "mmops::box_iou_quadri", [](const mmops_test::ApiArgs& a) {

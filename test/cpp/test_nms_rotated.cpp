@@ -20,8 +20,8 @@ std::vector<int64_t> as_vector(const at::Tensor& t) {
   return std::vector<int64_t>(c.data_ptr<int64_t>(), c.data_ptr<int64_t>() + c.numel());
 }
 
-const std::vector<double> kMmcvBoxes = {6.0, 3.0, 8.0,  7.0,  0.5, 3.0, 6.0, 9.0, 11.0, 0.6,
-                                        3.0, 7.0, 10.0, 12.0, 0.3, 1.0, 4.0, 13.0, 7.0, 0.6};
+const std::vector<double> kMmcvBoxes = {6.0, 3.0, 8.0,  7.0,  0.5, 3.0, 6.0, 9.0,  11.0, 0.6,
+                                        3.0, 7.0, 10.0, 12.0, 0.3, 1.0, 4.0, 13.0, 7.0,  0.6};
 const std::vector<double> kMmcvQuads = {1.0, 1.0, 3.0, 4.0, 4.0, 4.0, 4.0, 1.0, 2.0, 2.0, 3.0, 4.0, 4.0, 2.0, 3.0, 1.0,
                                         7.0, 7.0, 8.0, 8.0, 9.0, 7.0, 8.0, 6.0, 0.0, 0.0, 0.0, 2.0, 2.0, 2.0, 2.0, 0.0};
 
@@ -92,8 +92,8 @@ const mmops_test::CppApiEntry nms_rotated_api{
     }};
 const mmops_test::CppApiEntry nms_quadri_api{
     "mmops::nms_quadri", [](const mmops_test::ApiArgs& a) {
-      return mmops_test::ApiOutputs{mmops::nms_quadri(a[0].toTensor(), a[1].toTensor(), a[2].toDouble(),
-                                                      mmops_test::optional_tensor(a[3]))};
+      return mmops_test::ApiOutputs{
+          mmops::nms_quadri(a[0].toTensor(), a[1].toTensor(), a[2].toDouble(), mmops_test::optional_tensor(a[3]))};
     }};
 
 } // namespace

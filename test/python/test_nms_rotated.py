@@ -9,7 +9,7 @@ import pytest
 import torch
 from conformance import BadInput, ConformanceCase, ConformanceSuite, Sample
 from polygon_reference import quadri_overlap, rotated_overlap
-from test_box_iou_rotated import corners, random_quadri
+from test_box_iou_rotated import corners
 
 import mmops
 
@@ -104,6 +104,18 @@ def _empty(cols, extra):
     return empty
 
 
+def _away_from_ious(boxes, quadri, candidates, margin=1e-5):
+    """The first threshold of candidates with no nonzero IoU of the boxes within margin:
+    an IoU an ulp apart on the two devices (their sin/cos, FMA) then cannot flip a decision."""
+    b = boxes.double()
+    iou = torch.ops.mmops.box_iou_quadri(b, b) if quadri else torch.ops.mmops.box_iou_rotated(b, b)
+    iou = iou[iou != 0]
+    for thr in candidates:
+        if not bool(((iou - thr).abs() < margin).any()):
+            return thr
+    raise AssertionError("no threshold away from the IoUs")
+
+
 def _cuda_samples(quadri, with_labels):
     """Tiles of 64 boxes (63, 64, 65) and many tiles (1000, 3000)."""
 
@@ -111,13 +123,31 @@ def _cuda_samples(quadri, with_labels):
         for n in (1, 63, 64, 65, 1000, 3000):
             boxes, scores = clustered(n, objects=max(1, n // 20), image=300.0, seed=n, dtype=dtype)
             labels = torch.randint(0, 4, (n,), generator=torch.Generator().manual_seed(n)) if with_labels else None
-            for thr in (-0.1, 0.0, 0.3, 0.7):
+            for base in (-0.1, 0.0, 0.3, 0.7):
+                shape = corners(boxes).to(dtype) if quadri else boxes
+                thr = base if base <= 0 else _away_from_ious(shape, quadri, [base + 1e-4 * k for k in range(50)])
                 if quadri:
                     yield Sample((corners(boxes).to(dtype), scores, thr, labels))
                 else:
                     yield Sample((boxes, scores, thr, labels, True))
 
     return samples
+
+
+class _PostRotated(torch.nn.Module):
+    """The op (its unbacked size used further on) and the mmcv-style wrapper."""
+
+    def forward(self, boxes: torch.Tensor, scores: torch.Tensor):
+        keep = torch.ops.mmops.nms_rotated(boxes * 1.0, scores, 0.3, None, True)
+        dets, keep2 = mmops.nms_rotated(boxes, scores, 0.5)
+        return boxes[keep].sum(1) + 1, dets, keep2
+
+
+class _PostQuadri(torch.nn.Module):
+    def forward(self, boxes: torch.Tensor, scores: torch.Tensor, labels: torch.Tensor):
+        keep = torch.ops.mmops.nms_quadri(boxes, scores, 0.5, labels)
+        dets, keep2 = mmops.nms_quadri(boxes, scores, 0.3, labels)
+        return scores[keep] * 2, dets, keep2
 
 
 _Z = torch.zeros
@@ -169,6 +199,7 @@ CONFORMANCE = [
         empty=_empty(5, (0.5, None, True)),
         cuda_samples=_cuda_samples(False, False),
         bad_inputs=BAD,
+        module=_PostRotated,
     ),
     ConformanceCase(
         "nms_rotated_labels_ccw",
@@ -196,6 +227,7 @@ CONFORMANCE = [
         dtypes=DTYPES,
         data_dependent=True,
         cuda_samples=_cuda_samples(True, True),
+        module=_PostQuadri,
     ),
 ]
 
