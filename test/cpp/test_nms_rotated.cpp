@@ -30,10 +30,11 @@ TEST(NmsRotated, MmcvKnownVectors) {
   const at::Tensor scores = at::tensor({0.7, 0.8, 0.5, 0.9}, at::kFloat);
   const at::Tensor labels = at::tensor({1.0, 0.0, 1.0, 0.0}, at::kFloat);
   EXPECT_EQ(as_vector(mmops::nms_rotated(boxes, scores, 0.5)), (std::vector<int64_t>{3, 1, 0}));
-  EXPECT_EQ(as_vector(mmops::nms_rotated(boxes, scores, 0.5, labels)), (std::vector<int64_t>{3, 1, 0}));
+  // Labels separate classes (mmcv's CPU kernel ignores them): box 2 is only suppressed by box 1.
+  EXPECT_EQ(as_vector(mmops::nms_rotated(boxes, scores, 0.5, labels)), (std::vector<int64_t>{3, 1, 0, 2}));
   const at::Tensor quads = at::tensor(kMmcvQuads, at::kFloat).reshape({4, 8});
   EXPECT_EQ(as_vector(mmops::nms_quadri(quads, scores, 0.3)), (std::vector<int64_t>{3, 1, 2}));
-  EXPECT_EQ(as_vector(mmops::nms_quadri(quads, scores, 0.3, labels)), (std::vector<int64_t>{3, 1, 2}));
+  EXPECT_EQ(as_vector(mmops::nms_quadri(quads, scores, 0.3, labels)), (std::vector<int64_t>{3, 1, 0, 2}));
 }
 
 TEST(NmsRotated, LabelsTiesAndNan) {

@@ -33,6 +33,9 @@ SMALL_RUNS = {
     "nms_match": ["--cases", "uniform", "--sizes", "300"],
     "roi_align": ["--cases", "box", "--layouts", "contiguous"],
     "roi_pool": ["--layouts", "contiguous"],
+    # --- box_iou_rotated / nms_rotated ---
+    "box_iou_rotated": ["--cases", "clustered_100"],
+    "nms_rotated": ["--cases", "clustered", "--sizes", "200"],
 }
 FIELDS = {"benchmark", "device", "op", "dtype", "case", "baseline", "times_ms", "ratios", "check"}
 

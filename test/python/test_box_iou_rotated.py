@@ -243,7 +243,7 @@ def test_rotated_against_exact_reference(mode, clockwise):
     b1 = random_rotated(12, seed=5, dtype=torch.float64)
     b2 = random_rotated(10, seed=6, dtype=torch.float64)
     exp = rotated_ref(b1, b2, mode, clockwise=clockwise)
-    assert (exp > 0).sum() > 20  # not a vacuous comparison
+    assert (exp > 0).sum() > 12  # not a vacuous comparison
     torch.testing.assert_close(rot_op(b1, b2, mode, False, clockwise), exp, rtol=1e-10, atol=1e-12)
     f1, f2 = b1.float(), b2.float()
     torch.testing.assert_close(
@@ -261,7 +261,7 @@ def test_quadri_against_exact_reference(mode):
     b1 = random_quadri(12, seed=5, dtype=torch.float64)
     b2 = random_quadri(10, seed=6, dtype=torch.float64)
     exp = quadri_ref(b1, b2, mode)
-    assert (exp > 0).sum() > 20
+    assert (exp > 0).sum() > 12
     torch.testing.assert_close(quad_op(b1, b2, mode, False), exp, rtol=1e-10, atol=1e-12)
     f1, f2 = b1.float(), b2.float()
     torch.testing.assert_close(quad_op(f1, f2, mode, False), quadri_ref(f1, f2, mode).float(), rtol=0, atol=1e-5)

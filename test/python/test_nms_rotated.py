@@ -276,18 +276,23 @@ MMCV_QUADS = [[1.0, 1.0, 3.0, 4.0, 4.0, 4.0, 4.0, 1.0, 0.7], [2.0, 2.0, 3.0, 4.0
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("with_labels", [False, True])
 def test_mmcv_vectors(dtype, with_labels):
-    # mmcv tests/test_ops/test_nms_rotated.py and test_nms_quadri.py (float labels, as there)
+    # mmcv tests/test_ops/test_nms_rotated.py and test_nms_quadri.py (float labels, as there).
+    # mmcv's labelled vectors equal its unlabelled ones (its CPU kernel ignores labels);
+    # mmops' labels separate classes, which gives mmcv's class-aware batched_nms vector
+    # (test_nms_quadri.py::test_batched_nms: [3, 1, 0, 2]).
     b = torch.tensor(MMCV_BOXES, dtype=dtype)
     labels = torch.tensor([1, 0, 1, 0], dtype=torch.float32) if with_labels else None
+    expected = [3, 1, 0, 2] if with_labels else [3, 1, 0]
     dets, keep = mmops.nms_rotated(b[:, :5], b[:, 5], 0.5, labels)
-    assert keep.tolist() == [3, 1, 0]
-    assert dets.shape == (3, 6) and dets.dtype == dtype
-    torch.testing.assert_close(dets, b[[3, 1, 0]])
+    assert keep.tolist() == expected
+    assert dets.shape == (len(expected), 6) and dets.dtype == dtype
+    torch.testing.assert_close(dets, b[expected])
     q = torch.tensor(MMCV_QUADS, dtype=dtype)
+    expected = [3, 1, 0, 2] if with_labels else [3, 1, 2]
     dets, keep = mmops.nms_quadri(q[:, :8], q[:, 8], 0.3, labels)
-    assert keep.tolist() == [3, 1, 2]
-    assert dets.shape == (3, 9)
-    torch.testing.assert_close(dets, q[[3, 1, 2]])
+    assert keep.tolist() == expected
+    assert dets.shape == (len(expected), 9)
+    torch.testing.assert_close(dets, q[expected])
 
 
 def test_batched_nms_rotated_and_quadri():
