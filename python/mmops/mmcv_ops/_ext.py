@@ -138,3 +138,106 @@ def make_module(name: str = "mmcv._ext") -> types.ModuleType:
 
     module.__getattr__ = __getattr__
     return module
+
+
+# --- roi_align_rotated / riroi_align_rotated ---
+def roi_align_rotated_forward(
+    input, rois, output, pooled_height, pooled_width, spatial_scale, sampling_ratio=0, aligned=True, clockwise=False
+) -> None:
+    """mmcv's kernel contract: fills output [K, C, pooled_height, pooled_width]."""
+    output.copy_(
+        torch.ops.mmops.roi_align_rotated(
+            input,
+            rois,
+            [int(pooled_height), int(pooled_width)],
+            float(spatial_scale),
+            max(int(sampling_ratio), 0),
+            bool(aligned),
+            bool(clockwise),
+        )
+    )
+
+
+def roi_align_rotated_backward(
+    grad_output,
+    rois,
+    grad_input,
+    pooled_height,
+    pooled_width,
+    spatial_scale,
+    sampling_ratio=0,
+    aligned=True,
+    clockwise=False,
+) -> None:
+    """mmcv's kernel contract: fills grad_input [N, C, H, W]."""
+    grad_input.copy_(
+        torch.ops.mmops._roi_align_rotated_backward(
+            grad_output,
+            rois,
+            list(grad_input.shape),
+            float(spatial_scale),
+            max(int(sampling_ratio), 0),
+            bool(aligned),
+            bool(clockwise),
+        )
+    )
+
+
+def riroi_align_rotated_forward(
+    features,
+    rois,
+    output,
+    pooled_height,
+    pooled_width,
+    spatial_scale,
+    num_samples=0,
+    num_orientations=8,
+    clockwise=False,
+) -> None:
+    """mmcv's kernel contract: fills output [K, C, pooled_height, pooled_width]."""
+    output.copy_(
+        torch.ops.mmops.riroi_align_rotated(
+            features,
+            rois,
+            [int(pooled_height), int(pooled_width)],
+            float(spatial_scale),
+            max(int(num_samples), 0),
+            int(num_orientations),
+            bool(clockwise),
+        )
+    )
+
+
+def riroi_align_rotated_backward(
+    grad_output,
+    rois,
+    grad_input,
+    pooled_height,
+    pooled_width,
+    spatial_scale,
+    num_samples=0,
+    num_orientations=8,
+    clockwise=False,
+) -> None:
+    """mmcv's kernel contract: fills grad_input [N, C, H, W]."""
+    grad_input.copy_(
+        torch.ops.mmops._riroi_align_rotated_backward(
+            grad_output,
+            rois,
+            list(grad_input.shape),
+            float(spatial_scale),
+            max(int(num_samples), 0),
+            int(num_orientations),
+            bool(clockwise),
+        )
+    )
+
+
+SERVED.update(
+    {
+        "roi_align_rotated_forward": roi_align_rotated_forward,
+        "roi_align_rotated_backward": roi_align_rotated_backward,
+        "riroi_align_rotated_forward": riroi_align_rotated_forward,
+        "riroi_align_rotated_backward": riroi_align_rotated_backward,
+    }
+)
