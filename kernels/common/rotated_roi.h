@@ -134,6 +134,19 @@ C10_HOST_DEVICE inline SourceChannels source_channels(int64_t co, const Roi<T>& 
   return {group * o_count + rot, group * o_count + next};
 }
 
+// The inverse: the output channels whose lo / hi source is input channel `ci`
+// (the backward gathers an input channel's gradient from them, so each input
+// channel has one writer).
+template <typename T>
+C10_HOST_DEVICE inline SourceChannels output_channels(int64_t ci, const Roi<T>& r, const RotatedRoiParams& p) {
+  if (!p.rotate_channels) {
+    return {ci, ci};
+  }
+  const int64_t o_count = p.num_orientations;
+  const int64_t group = ci / o_count, o = ci - group * o_count;
+  return {group * o_count + wrap(o + r.shift, o_count), group * o_count + wrap(o - 1 + r.shift, o_count)};
+}
+
 // The bilinear taps of sample (iy, ix) of bin (ph, pw): offsets into a
 // row-major H x W plane, all weights 0 when the sample is worth 0.
 template <typename T>

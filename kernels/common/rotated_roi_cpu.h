@@ -1,7 +1,7 @@
 #pragma once
 // CPU kernels of rotated RoIAlign (roi_align_rotated, riroi_align_rotated):
-// the forward runs in parallel over (roi, bin), the backward over channel
-// groups (a group's O orientation channels only feed each other, so no two
+// the forward runs in parallel over (roi, bin), the backward over input
+// channels (each gathers from the output channels that read it, so no two
 // threads write one gradient value: no atomics, deterministic). Both read an
 // NCHW-contiguous map and accumulate in at::opmath_type.
 
@@ -100,12 +100,13 @@ void backward_typed(const at::Tensor& grad_output, const at::Tensor& rois, at::T
   using acc_t = at::opmath_type<scalar_t>;
   const int64_t batch = grad.size(0), channels = grad.size(1), height = grad.size(2), width = grad.size(3);
   const int64_t bins = p.pooled_height * p.pooled_width, plane = height * width;
-  const int64_t group = p.rotate_channels ? p.num_orientations : 1;
   const scalar_t* go = grad_output.const_data_ptr<scalar_t>();
   const scalar_t* roi_data = rois.const_data_ptr<scalar_t>();
   acc_t* g_data = grad.mutable_data_ptr<acc_t>();
   const int64_t num_rois = rois.size(0);
-  at::parallel_for(0, channels / group, 1, [&](int64_t g_begin, int64_t g_end) {
+  // Each thread owns a range of input channels and gathers their gradient from
+  // the output channels that read them (output_channels): one writer per value.
+  at::parallel_for(0, channels, 1, [&](int64_t c_begin, int64_t c_end) {
     std::vector<Corners<acc_t>> taps;
     acc_t roi_values[6];
     for (int64_t k = 0; k < num_rois; ++k) {
@@ -117,15 +118,16 @@ void backward_typed(const at::Tensor& grad_output, const at::Tensor& rois, at::T
         continue;
       }
       acc_t* image = g_data + r.batch * channels * plane;
+      const scalar_t* roi_go = go + k * channels * bins;
       for (int64_t bin = 0; bin < bins; ++bin) {
         bin_taps(r, bin / p.pooled_width, bin % p.pooled_width, height, width, taps);
-        for (int64_t c = g_begin * group; c < g_end * group; ++c) {
-          const acc_t g = static_cast<acc_t>(go[(k * channels + c) * bins + bin]) * r.inv_count;
-          const auto src = rotated_roi::source_channels(c, r, p);
-          scatter(image + src.lo * plane, taps, g * r.w_lo);
+        for (int64_t c = c_begin; c < c_end; ++c) {
+          const auto from = rotated_roi::output_channels(c, r, p);
+          acc_t g = r.w_lo * static_cast<acc_t>(roi_go[from.lo * bins + bin]);
           if (r.w_hi != acc_t(0)) {
-            scatter(image + src.hi * plane, taps, g * r.w_hi);
+            g += r.w_hi * static_cast<acc_t>(roi_go[from.hi * bins + bin]);
           }
+          scatter(image + c * plane, taps, g * r.inv_count);
         }
       }
     }

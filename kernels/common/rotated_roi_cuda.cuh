@@ -9,7 +9,8 @@
 // step. Warps walk the bins; a shared tile of 32 bins x 32 channels turns the
 // NCHW side ([K, C, PH, PW] output / grad_output) into coalesced runs of bins.
 // The backward scatters with atomics into a channels-last opmath buffer
-// (coalesced atomics), transposed into the NCHW gradient at the end.
+// (coalesced atomics), transposed into the NCHW gradient at the end; under
+// torch.use_deterministic_algorithms a gather-by-input-channel kernel instead.
 // A roi with a batch index outside [0, N) or a non-finite value pools zeros
 // and gets no gradient (the index is guarded here, checked on the host only
 // with the strict switch).
@@ -65,7 +66,7 @@ __device__ inline acc_t bin_sum(const scalar_t* __restrict__ pixels, int64_t str
       const Corners<acc_t> c = rotated_roi::sample_taps(r, ph, pw, iy, ix, height, width);
 #pragma unroll
       for (int j = 0; j < 4; ++j) {
-        sum += c.weight[j] * static_cast<acc_t>(__ldg(pixels + c.offset[j] * stride));
+        sum += c.weight[j] * static_cast<acc_t>(pixels[c.offset[j] * stride]);
       }
     }
   }
@@ -169,6 +170,53 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
+// The deterministic backward (torch.use_deterministic_algorithms): one warp per
+// (image, 32 input channels); a lane owns its input channel, walks the image's
+// rois in order and gathers from the output channels that read it
+// (output_channels), so every gradient value has one writer in a fixed order.
+// Less parallel than the atomic backward (N x C / 32 warps).
+template <typename scalar_t>
+__global__ void __launch_bounds__(32)
+    deterministic_backward_kernel(const scalar_t* __restrict__ grad_output, // [K, C, PH, PW]
+                                  const scalar_t* __restrict__ rois,
+                                  at::opmath_type<scalar_t>* __restrict__ grad, // [N, H, W, C]
+                                  int64_t num_rois, int64_t batch, int64_t channels, int64_t height, int64_t width,
+                                  RotatedRoiParams p) {
+  using acc_t = at::opmath_type<scalar_t>;
+  const int64_t image = blockIdx.x;
+  const int64_t ci = static_cast<int64_t>(blockIdx.y) * kChannels + threadIdx.x;
+  if (ci >= channels) {
+    return;
+  }
+  const int64_t bins = p.pooled_height * p.pooled_width;
+  acc_t* pixels = grad + image * height * width * channels + ci;
+  for (int64_t k = 0; k < num_rois; ++k) {
+    const rotated_roi::Roi<acc_t> r = load_roi<acc_t>(rois, k, batch, p);
+    if (r.batch != image || r.inv_count == acc_t(0)) {
+      continue;
+    }
+    const rotated_roi::SourceChannels from = rotated_roi::output_channels(ci, r, p);
+    const scalar_t* roi_go = grad_output + k * channels * bins;
+    for (int64_t bin = 0; bin < bins; ++bin) {
+      const int64_t ph = bin / p.pooled_width, pw = bin - ph * p.pooled_width;
+      acc_t g = r.w_lo * static_cast<acc_t>(roi_go[from.lo * bins + bin]);
+      if (r.w_hi != acc_t(0)) {
+        g += r.w_hi * static_cast<acc_t>(roi_go[from.hi * bins + bin]);
+      }
+      g *= r.inv_count;
+      for (int iy = 0; iy < r.grid_h; ++iy) {
+        for (int ix = 0; ix < r.grid_w; ++ix) {
+          const Corners<acc_t> c = rotated_roi::sample_taps(r, ph, pw, iy, ix, height, width);
+#pragma unroll
+          for (int j = 0; j < 4; ++j) {
+            pixels[c.offset[j] * channels] += g * c.weight[j];
+          }
+        }
+      }
+    }
+  }
+}
+
 // The largest grid.y of a launch.
 constexpr int64_t kMaxGridY = 65535;
 
@@ -211,7 +259,9 @@ inline at::Tensor backward(const at::Tensor& grad_output_, const at::Tensor& roi
   if (grad_output_.numel() == 0 || grad.numel() == 0) {
     return grad.zero_();
   }
-  at::globalContext().alertNotDeterministic(name);
+  const bool deterministic = at::globalContext().deterministicAlgorithms();
+  TORCH_CHECK(!deterministic || batch <= std::numeric_limits<int32_t>::max(), name,
+              ": the deterministic backward takes at most 2^31 - 1 images, but got ", batch);
   const dim3 grid = launch_grid(rois_.size(0), channels, name);
   const at::Tensor grad_output = grad_output_.contiguous();
   const at::Tensor rois = rois_.contiguous();
@@ -221,9 +271,16 @@ inline at::Tensor backward(const at::Tensor& grad_output_, const at::Tensor& roi
   AT_DISPATCH_FLOATING_TYPES_AND2(
       at::kHalf, at::kBFloat16, grad_output.scalar_type(), "mmops rotated RoIAlign backward", [&] {
         using acc_t = at::opmath_type<scalar_t>;
-        backward_kernel<scalar_t>
-            <<<grid, kThreads, 0, stream>>>(grad_output.const_data_ptr<scalar_t>(), rois.const_data_ptr<scalar_t>(),
-                                            sums.mutable_data_ptr<acc_t>(), batch, channels, height, width, p);
+        if (deterministic) {
+          const dim3 per_image(static_cast<unsigned>(batch), grid.y);
+          deterministic_backward_kernel<scalar_t><<<per_image, kChannels, 0, stream>>>(
+              grad_output.const_data_ptr<scalar_t>(), rois.const_data_ptr<scalar_t>(), sums.mutable_data_ptr<acc_t>(),
+              rois.size(0), batch, channels, height, width, p);
+        } else {
+          backward_kernel<scalar_t>
+              <<<grid, kThreads, 0, stream>>>(grad_output.const_data_ptr<scalar_t>(), rois.const_data_ptr<scalar_t>(),
+                                              sums.mutable_data_ptr<acc_t>(), batch, channels, height, width, p);
+        }
         C10_CUDA_KERNEL_LAUNCH_CHECK();
         layout::transpose(sums.const_data_ptr<acc_t>(), grad.mutable_data_ptr<scalar_t>(), batch, height * width,
                           channels, stream);

@@ -8,7 +8,7 @@ import math
 import pytest
 import torch
 from conformance import BadInput, ConformanceCase, ConformanceSuite, Sample
-from conftest import TOL, strict_index_check, with_batch_index
+from conftest import TOL, deterministic_algorithms, strict_index_check, with_batch_index
 from roi_align_rotated_reference import roi_align_rotated_ref
 
 import mmops
@@ -458,3 +458,25 @@ def test_cuda_matches_reference_at_detection_size(dtype):
         tol = dict(rtol=1e-4, atol=1e-4) if dtype == torch.float32 else TOL[dtype]
         torch.testing.assert_close(out.float().cpu(), exp, **tol)
         torch.testing.assert_close(g.float().cpu(), gexp, **dict(rtol=tol["rtol"] * 5, atol=tol["atol"] * 5))
+
+
+@pytest.mark.cuda
+def test_cuda_deterministic_backward_matches_and_repeats():
+    torch.manual_seed(14)
+    x = torch.randn(2, 48, 30, 40, device="cuda")
+    rois = rotated_rois(200, 2, 30, 40).cuda()
+    rois[::7, 0] = 5.0  # bad batch index: no gradient
+    go = torch.randn(200, 48, 7, 7, device="cuda")
+    for sr in (2, 0):
+        _, atomic = grad_of(x, rois, go, [7, 7], 1.0, sr, True, False)
+        with deterministic_algorithms():
+            _, first = grad_of(x, rois, go, [7, 7], 1.0, sr, True, False)
+            _, second = grad_of(x, rois, go, [7, 7], 1.0, sr, True, False)
+        assert torch.equal(first, second)
+        torch.testing.assert_close(first, atomic, rtol=1e-4, atol=1e-4)
+        torch.testing.assert_close(
+            first.cpu(),
+            grad_of(x.cpu(), rois[rois[:, 0] < 2].cpu(), go[rois[:, 0] < 2].cpu(), [7, 7], 1.0, sr, True, False)[1],
+            rtol=1e-4,
+            atol=1e-4,
+        )
