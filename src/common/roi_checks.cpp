@@ -56,6 +56,14 @@ void check_rois_tensor(const char* op, const at::Tensor& rois) {
               rois.scalar_type());
 }
 
+void check_rotated_rois_tensor(const char* op, const at::Tensor& rois) {
+  TORCH_CHECK(rois.dim() == 2 && rois.sym_size(1) == 6, op,
+              "expected rois to be a 2-D tensor of shape [K, 6] (batch_index, cx, cy, w, h, theta), but got shape ",
+              shape_of(rois));
+  TORCH_CHECK(at::isFloatingType(rois.scalar_type()), op, "expected rois to have a floating point dtype, but got ",
+              rois.scalar_type());
+}
+
 void check_roi_grad_output(const char* op, const at::Tensor& grad_output, const at::Tensor& rois) {
   TORCH_CHECK(grad_output.dim() == 4, op,
               "expected grad_output to be a 4-D tensor [K, C, out_h, out_w], but got shape ", shape_of(grad_output));

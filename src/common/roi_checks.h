@@ -39,6 +39,9 @@ void check_roi_map_shape(const char* op, const std::string& what, const c10::Sym
 // rois: a [K, 5] (batch_index, x1, y1, x2, y2) floating point tensor.
 void check_rois_tensor(const char* op, const at::Tensor& rois);
 
+// rotated rois: a [K, 6] (batch_index, cx, cy, w, h, theta) floating point tensor.
+void check_rotated_rois_tensor(const char* op, const at::Tensor& rois);
+
 // grad_output of a roi pooling backward: [K, C, out_h, out_w] with the dtype,
 // device and row count of rois, out_h and out_w <= kMaxRoiOutputSide.
 void check_roi_grad_output(const char* op, const at::Tensor& grad_output, const at::Tensor& rois);

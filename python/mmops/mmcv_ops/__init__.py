@@ -35,6 +35,9 @@ _FUNCTION_ROUTES: List[Tuple[str, str, Any]] = [
     ("mmcv.ops.masked_conv", "MaskedConv2dFunction", _routes.masked_conv2d),
     ("mmcv.ops.deform_roi_pool", "DeformRoIPoolFunction", _routes.deform_roi_pool),
     ("mmcv.ops.sync_bn", "SyncBatchNormFunction", _sync_bn.SyncBatchNormFunction.apply),
+    # --- roi_align_rotated / riroi_align_rotated ---
+    ("mmcv.ops.roi_align_rotated", "RoIAlignRotatedFunction", _routes.roi_align_rotated),
+    ("mmcv.ops.riroi_align_rotated", "RiRoIAlignRotatedFunction", _routes.riroi_align_rotated),
 ]
 # (mmcv module, class, method, replacement)
 _METHOD_ROUTES: List[Tuple[str, str, str, Any]] = [

@@ -192,6 +192,97 @@ def nms_quadri(
     """mmcv's kernel contract: dets [N, 8], or [N, 9] with the label in the last column."""
     labels = dets[:, 8].contiguous() if multi_label else None
     return torch.ops.mmops.nms_quadri(dets[:, :8].contiguous(), scores, float(iou_threshold), labels)
+# --- roi_align_rotated / riroi_align_rotated ---
+def roi_align_rotated_forward(
+    input, rois, output, pooled_height, pooled_width, spatial_scale, sampling_ratio=0, aligned=True, clockwise=False
+) -> None:
+    """mmcv's kernel contract: fills output [K, C, pooled_height, pooled_width]."""
+    output.copy_(
+        torch.ops.mmops.roi_align_rotated(
+            input,
+            rois,
+            [int(pooled_height), int(pooled_width)],
+            float(spatial_scale),
+            max(int(sampling_ratio), 0),
+            bool(aligned),
+            bool(clockwise),
+        )
+    )
+
+
+def roi_align_rotated_backward(
+    grad_output,
+    rois,
+    grad_input,
+    pooled_height,
+    pooled_width,
+    spatial_scale,
+    sampling_ratio=0,
+    aligned=True,
+    clockwise=False,
+) -> None:
+    """mmcv's kernel contract: fills grad_input [N, C, H, W]."""
+    grad_input.copy_(
+        torch.ops.mmops._roi_align_rotated_backward(
+            grad_output,
+            rois,
+            list(grad_input.shape),
+            float(spatial_scale),
+            max(int(sampling_ratio), 0),
+            bool(aligned),
+            bool(clockwise),
+        )
+    )
+
+
+def riroi_align_rotated_forward(
+    features,
+    rois,
+    output,
+    pooled_height,
+    pooled_width,
+    spatial_scale,
+    num_samples=0,
+    num_orientations=8,
+    clockwise=False,
+) -> None:
+    """mmcv's kernel contract: fills output [K, C, pooled_height, pooled_width]."""
+    output.copy_(
+        torch.ops.mmops.riroi_align_rotated(
+            features,
+            rois,
+            [int(pooled_height), int(pooled_width)],
+            float(spatial_scale),
+            max(int(num_samples), 0),
+            int(num_orientations),
+            bool(clockwise),
+        )
+    )
+
+
+def riroi_align_rotated_backward(
+    grad_output,
+    rois,
+    grad_input,
+    pooled_height,
+    pooled_width,
+    spatial_scale,
+    num_samples=0,
+    num_orientations=8,
+    clockwise=False,
+) -> None:
+    """mmcv's kernel contract: fills grad_input [N, C, H, W]."""
+    grad_input.copy_(
+        torch.ops.mmops._riroi_align_rotated_backward(
+            grad_output,
+            rois,
+            list(grad_input.shape),
+            float(spatial_scale),
+            max(int(num_samples), 0),
+            int(num_orientations),
+            bool(clockwise),
+        )
+    )
 
 
 SERVED.update(
@@ -200,5 +291,9 @@ SERVED.update(
         "box_iou_quadri": box_iou_quadri,
         "nms_rotated": nms_rotated,
         "nms_quadri": nms_quadri,
+        "roi_align_rotated_forward": roi_align_rotated_forward,
+        "roi_align_rotated_backward": roi_align_rotated_backward,
+        "riroi_align_rotated_forward": riroi_align_rotated_forward,
+        "riroi_align_rotated_backward": riroi_align_rotated_backward,
     }
 )

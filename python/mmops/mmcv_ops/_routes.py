@@ -170,3 +170,45 @@ def msda_forward(
         spatial_shapes,
         level_start_index,
     )
+
+
+# --- roi_align_rotated / riroi_align_rotated ---
+def roi_align_rotated(
+    input: Tensor,
+    rois: Tensor,
+    output_size: Any,
+    spatial_scale: float,
+    sampling_ratio: int = 0,
+    aligned: bool = True,
+    clockwise: bool = False,
+) -> Tensor:
+    # mmcv: any sampling_ratio <= 0 is adaptive; mmops: 0
+    return torch.ops.mmops.roi_align_rotated(
+        input,
+        rois,
+        pair(output_size),
+        float(spatial_scale),
+        max(int(sampling_ratio), 0),
+        bool(aligned),
+        bool(clockwise),
+    )
+
+
+def riroi_align_rotated(
+    features: Tensor,
+    rois: Tensor,
+    out_size: Any,
+    spatial_scale: float,
+    num_samples: int = 0,
+    num_orientations: int = 8,
+    clockwise: bool = False,
+) -> Tensor:
+    return torch.ops.mmops.riroi_align_rotated(
+        features,
+        rois,
+        pair(out_size, "out_size"),
+        float(spatial_scale),
+        max(int(num_samples), 0),
+        int(num_orientations),
+        bool(clockwise),
+    )

@@ -1,0 +1,293 @@
+#pragma once
+// CUDA kernels of rotated RoIAlign (roi_align_rotated, riroi_align_rotated).
+//
+// One block per (roi, chunk of 32 output channels); the map is read
+// channels-last ([N, H, W, C] in memory, an NCHW map transposed once by
+// layout::channels_last_cuda) so that the 32 lanes of a warp read one bilinear
+// tap for 32 consecutive channels together; the roi geometry is computed once
+// per thread from six broadcast loads, a sample's taps once per warp-wide
+// step. Warps walk the bins; a shared tile of 32 bins x 32 channels turns the
+// NCHW side ([K, C, PH, PW] output / grad_output) into coalesced runs of bins.
+// The backward scatters with atomics into a channels-last opmath buffer
+// (coalesced atomics), transposed into the NCHW gradient at the end; under
+// torch.use_deterministic_algorithms a gather-by-input-channel kernel instead.
+// A roi with a batch index outside [0, N) or a non-finite value pools zeros
+// and gets no gradient (the index is guarded here, checked on the host only
+// with the strict switch).
+
+#include "common/layout.h"
+#include "common/layout_cuda.cuh"
+#include "common/rotated_roi.h"
+
+#include <ATen/Context.h>
+#include <ATen/Dispatch.h>
+#include <ATen/OpMathType.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/empty.h>
+#include <ATen/ops/zeros.h>
+#include <c10/cuda/CUDAException.h>
+#include <c10/cuda/CUDAGuard.h>
+#include <c10/cuda/CUDAStream.h>
+
+#include <cstdint>
+#include <limits>
+#include <vector>
+
+namespace mmops {
+namespace kernels {
+namespace rotated_roi_cuda {
+
+using rotated_roi::Corners;
+
+constexpr int kWarps = 8;
+constexpr int kThreads = kWarps * 32;
+constexpr int kChannels = 32; // output channels per block (one per lane)
+constexpr int kBinChunk = 32; // bins staged in the shared tile at a time
+
+template <typename acc_t, typename scalar_t>
+__device__ inline rotated_roi::Roi<acc_t> load_roi(const scalar_t* rois, int64_t k, int64_t batch,
+                                                   const RotatedRoiParams& p) {
+  acc_t values[6];
+#pragma unroll
+  for (int j = 0; j < 6; ++j) {
+    values[j] = static_cast<acc_t>(rois[k * 6 + j]);
+  }
+  return rotated_roi::make_roi(values, batch, p);
+}
+
+// Sum over one bin's samples of one channel (pixels: the channel's first
+// value in a channels-last image, `stride` = C).
+template <typename acc_t, typename scalar_t>
+__device__ inline acc_t bin_sum(const scalar_t* __restrict__ pixels, int64_t stride, const rotated_roi::Roi<acc_t>& r,
+                                int64_t ph, int64_t pw, int64_t height, int64_t width) {
+  acc_t sum = acc_t(0);
+  for (int iy = 0; iy < r.grid_h; ++iy) {
+    for (int ix = 0; ix < r.grid_w; ++ix) {
+      const Corners<acc_t> c = rotated_roi::sample_taps(r, ph, pw, iy, ix, height, width);
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        sum += c.weight[j] * static_cast<acc_t>(pixels[c.offset[j] * stride]);
+      }
+    }
+  }
+  return sum;
+}
+
+template <typename scalar_t>
+__global__ void __launch_bounds__(kThreads)
+    forward_kernel(const scalar_t* __restrict__ input, // [N, H, W, C]
+                   const scalar_t* __restrict__ rois, scalar_t* __restrict__ output, int64_t batch, int64_t channels,
+                   int64_t height, int64_t width, RotatedRoiParams p) {
+  using acc_t = at::opmath_type<scalar_t>;
+  __shared__ acc_t tile[kBinChunk][kChannels + 1];
+  const int64_t k = blockIdx.x;
+  const int64_t c0 = static_cast<int64_t>(blockIdx.y) * kChannels;
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  const int64_t co = c0 + lane;
+  const int64_t bins = p.pooled_height * p.pooled_width;
+  const rotated_roi::Roi<acc_t> r = load_roi<acc_t>(rois, k, batch, p);
+  const bool active = co < channels && r.batch >= 0 && r.inv_count != acc_t(0);
+  const rotated_roi::SourceChannels src = rotated_roi::source_channels(active ? co : 0, r, p);
+  const scalar_t* image = input + (active ? r.batch : 0) * height * width * channels;
+  for (int64_t bin0 = 0; bin0 < bins; bin0 += kBinChunk) {
+    const int nb = static_cast<int>(bins - bin0 < kBinChunk ? bins - bin0 : kBinChunk);
+    for (int b = warp; b < nb; b += kWarps) {
+      const int64_t bin = bin0 + b, ph = bin / p.pooled_width, pw = bin - ph * p.pooled_width;
+      acc_t v = acc_t(0);
+      if (active) {
+        v = r.w_lo * bin_sum(image + src.lo, channels, r, ph, pw, height, width);
+        if (r.w_hi != acc_t(0)) {
+          v += r.w_hi * bin_sum(image + src.hi, channels, r, ph, pw, height, width);
+        }
+      }
+      tile[b][lane] = v * r.inv_count;
+    }
+    __syncthreads();
+    for (int i = threadIdx.x; i < nb * kChannels; i += kThreads) {
+      const int ci = i / nb, b = i - ci * nb;
+      if (c0 + ci < channels) {
+        output[(k * channels + c0 + ci) * bins + bin0 + b] = static_cast<scalar_t>(tile[b][ci]);
+      }
+    }
+    __syncthreads();
+  }
+}
+
+template <typename acc_t>
+__device__ inline void scatter_bin(acc_t* __restrict__ pixels, int64_t stride, const rotated_roi::Roi<acc_t>& r,
+                                   int64_t ph, int64_t pw, int64_t height, int64_t width, acc_t g) {
+  for (int iy = 0; iy < r.grid_h; ++iy) {
+    for (int ix = 0; ix < r.grid_w; ++ix) {
+      const Corners<acc_t> c = rotated_roi::sample_taps(r, ph, pw, iy, ix, height, width);
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        if (c.weight[j] != acc_t(0)) {
+          atomicAdd(pixels + c.offset[j] * stride, g * c.weight[j]);
+        }
+      }
+    }
+  }
+}
+
+template <typename scalar_t>
+__global__ void __launch_bounds__(kThreads)
+    backward_kernel(const scalar_t* __restrict__ grad_output, // [K, C, PH, PW]
+                    const scalar_t* __restrict__ rois,
+                    at::opmath_type<scalar_t>* __restrict__ grad, // [N, H, W, C]
+                    int64_t batch, int64_t channels, int64_t height, int64_t width, RotatedRoiParams p) {
+  using acc_t = at::opmath_type<scalar_t>;
+  __shared__ acc_t tile[kBinChunk][kChannels + 1];
+  const int64_t k = blockIdx.x;
+  const int64_t c0 = static_cast<int64_t>(blockIdx.y) * kChannels;
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  const int64_t co = c0 + lane;
+  const int64_t bins = p.pooled_height * p.pooled_width;
+  const rotated_roi::Roi<acc_t> r = load_roi<acc_t>(rois, k, batch, p);
+  if (r.batch < 0 || r.inv_count == acc_t(0)) {
+    return; // the same for the whole block: no barrier is skipped by part of it
+  }
+  const bool active = co < channels;
+  const rotated_roi::SourceChannels src = rotated_roi::source_channels(active ? co : 0, r, p);
+  acc_t* image = grad + r.batch * height * width * channels;
+  for (int64_t bin0 = 0; bin0 < bins; bin0 += kBinChunk) {
+    const int nb = static_cast<int>(bins - bin0 < kBinChunk ? bins - bin0 : kBinChunk);
+    for (int i = threadIdx.x; i < nb * kChannels; i += kThreads) {
+      const int ci = i / nb, b = i - ci * nb;
+      tile[b][ci] = c0 + ci < channels
+                        ? static_cast<acc_t>(grad_output[(k * channels + c0 + ci) * bins + bin0 + b]) * r.inv_count
+                        : acc_t(0);
+    }
+    __syncthreads();
+    for (int b = warp; b < nb && active; b += kWarps) {
+      const int64_t bin = bin0 + b, ph = bin / p.pooled_width, pw = bin - ph * p.pooled_width;
+      const acc_t g = tile[b][lane];
+      scatter_bin(image + src.lo, channels, r, ph, pw, height, width, g * r.w_lo);
+      if (r.w_hi != acc_t(0)) {
+        scatter_bin(image + src.hi, channels, r, ph, pw, height, width, g * r.w_hi);
+      }
+    }
+    __syncthreads();
+  }
+}
+
+// The deterministic backward (torch.use_deterministic_algorithms): one warp per
+// (image, 32 input channels); a lane owns its input channel, walks the image's
+// rois in order and gathers from the output channels that read it
+// (output_channels), so every gradient value has one writer in a fixed order.
+// Less parallel than the atomic backward (N x C / 32 warps).
+template <typename scalar_t>
+__global__ void __launch_bounds__(32)
+    deterministic_backward_kernel(const scalar_t* __restrict__ grad_output, // [K, C, PH, PW]
+                                  const scalar_t* __restrict__ rois,
+                                  at::opmath_type<scalar_t>* __restrict__ grad, // [N, H, W, C]
+                                  int64_t num_rois, int64_t batch, int64_t channels, int64_t height, int64_t width,
+                                  RotatedRoiParams p) {
+  using acc_t = at::opmath_type<scalar_t>;
+  const int64_t image = blockIdx.x;
+  const int64_t ci = static_cast<int64_t>(blockIdx.y) * kChannels + threadIdx.x;
+  if (ci >= channels) {
+    return;
+  }
+  const int64_t bins = p.pooled_height * p.pooled_width;
+  acc_t* pixels = grad + image * height * width * channels + ci;
+  for (int64_t k = 0; k < num_rois; ++k) {
+    const rotated_roi::Roi<acc_t> r = load_roi<acc_t>(rois, k, batch, p);
+    if (r.batch != image || r.inv_count == acc_t(0)) {
+      continue;
+    }
+    const rotated_roi::SourceChannels from = rotated_roi::output_channels(ci, r, p);
+    const scalar_t* roi_go = grad_output + k * channels * bins;
+    for (int64_t bin = 0; bin < bins; ++bin) {
+      const int64_t ph = bin / p.pooled_width, pw = bin - ph * p.pooled_width;
+      acc_t g = r.w_lo * static_cast<acc_t>(roi_go[from.lo * bins + bin]);
+      if (r.w_hi != acc_t(0)) {
+        g += r.w_hi * static_cast<acc_t>(roi_go[from.hi * bins + bin]);
+      }
+      g *= r.inv_count;
+      for (int iy = 0; iy < r.grid_h; ++iy) {
+        for (int ix = 0; ix < r.grid_w; ++ix) {
+          const Corners<acc_t> c = rotated_roi::sample_taps(r, ph, pw, iy, ix, height, width);
+#pragma unroll
+          for (int j = 0; j < 4; ++j) {
+            pixels[c.offset[j] * channels] += g * c.weight[j];
+          }
+        }
+      }
+    }
+  }
+}
+
+// The largest grid.y of a launch.
+constexpr int64_t kMaxGridY = 65535;
+
+inline dim3 launch_grid(int64_t num_rois, int64_t channels, const char* name) {
+  const int64_t chunks = (channels + kChannels - 1) / kChannels;
+  TORCH_CHECK(chunks <= kMaxGridY, name, ": ", channels, " channels are too many for one launch (at most ",
+              kMaxGridY * kChannels, ")");
+  TORCH_CHECK(num_rois <= std::numeric_limits<int32_t>::max(), name, ": at most 2^31 - 1 rois, but got ", num_rois);
+  return dim3(static_cast<unsigned>(num_rois), static_cast<unsigned>(chunks));
+}
+
+// output [K, C, PH, PW] (NCHW-contiguous) of input [N, C, H, W] (any strides).
+inline at::Tensor forward(const at::Tensor& input_, const at::Tensor& rois_, const RotatedRoiParams& p,
+                          const char* name) {
+  c10::cuda::CUDAGuard device_guard(input_.device());
+  const int64_t batch = input_.size(0), channels = input_.size(1), height = input_.size(2), width = input_.size(3);
+  at::Tensor output = at::empty({rois_.size(0), channels, p.pooled_height, p.pooled_width}, input_.options());
+  if (output.numel() == 0) {
+    return output;
+  }
+  const dim3 grid = launch_grid(rois_.size(0), channels, name);
+  const at::Tensor rois = rois_.contiguous();
+  const at::Tensor input = channels_last_cuda(input_);
+  cudaStream_t stream = c10::cuda::getCurrentCUDAStream();
+  AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, input.scalar_type(), "mmops rotated RoIAlign forward", [&] {
+    forward_kernel<scalar_t>
+        <<<grid, kThreads, 0, stream>>>(input.const_data_ptr<scalar_t>(), rois.const_data_ptr<scalar_t>(),
+                                        output.mutable_data_ptr<scalar_t>(), batch, channels, height, width, p);
+    C10_CUDA_KERNEL_LAUNCH_CHECK();
+  });
+  return output;
+}
+
+// Gradient [N, C, H, W] (input_shape, NCHW-contiguous) of the input.
+inline at::Tensor backward(const at::Tensor& grad_output_, const at::Tensor& rois_,
+                           const std::vector<int64_t>& input_shape, const RotatedRoiParams& p, const char* name) {
+  c10::cuda::CUDAGuard device_guard(grad_output_.device());
+  at::Tensor grad = at::empty(input_shape, grad_output_.options());
+  const int64_t batch = input_shape[0], channels = input_shape[1], height = input_shape[2], width = input_shape[3];
+  if (grad_output_.numel() == 0 || grad.numel() == 0) {
+    return grad.zero_();
+  }
+  const bool deterministic = at::globalContext().deterministicAlgorithms();
+  TORCH_CHECK(!deterministic || batch <= std::numeric_limits<int32_t>::max(), name,
+              ": the deterministic backward takes at most 2^31 - 1 images, but got ", batch);
+  const dim3 grid = launch_grid(rois_.size(0), channels, name);
+  const at::Tensor grad_output = grad_output_.contiguous();
+  const at::Tensor rois = rois_.contiguous();
+  const auto acc_dtype = at::toOpMathType(grad_output.scalar_type());
+  at::Tensor sums = at::zeros({batch, height, width, channels}, grad_output.options().dtype(acc_dtype));
+  cudaStream_t stream = c10::cuda::getCurrentCUDAStream();
+  AT_DISPATCH_FLOATING_TYPES_AND2(
+      at::kHalf, at::kBFloat16, grad_output.scalar_type(), "mmops rotated RoIAlign backward", [&] {
+        using acc_t = at::opmath_type<scalar_t>;
+        if (deterministic) {
+          const dim3 per_image(static_cast<unsigned>(batch), grid.y);
+          deterministic_backward_kernel<scalar_t><<<per_image, kChannels, 0, stream>>>(
+              grad_output.const_data_ptr<scalar_t>(), rois.const_data_ptr<scalar_t>(), sums.mutable_data_ptr<acc_t>(),
+              rois.size(0), batch, channels, height, width, p);
+        } else {
+          backward_kernel<scalar_t>
+              <<<grid, kThreads, 0, stream>>>(grad_output.const_data_ptr<scalar_t>(), rois.const_data_ptr<scalar_t>(),
+                                              sums.mutable_data_ptr<acc_t>(), batch, channels, height, width, p);
+        }
+        C10_CUDA_KERNEL_LAUNCH_CHECK();
+        layout::transpose(sums.const_data_ptr<acc_t>(), grad.mutable_data_ptr<scalar_t>(), batch, height * width,
+                          channels, stream);
+      });
+  return grad;
+}
+
+} // namespace rotated_roi_cuda
+} // namespace kernels
+} // namespace mmops
