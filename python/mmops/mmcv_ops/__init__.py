@@ -35,6 +35,9 @@ _FUNCTION_ROUTES: List[Tuple[str, str, Any]] = [
     ("mmcv.ops.masked_conv", "MaskedConv2dFunction", _routes.masked_conv2d),
     ("mmcv.ops.deform_roi_pool", "DeformRoIPoolFunction", _routes.deform_roi_pool),
     ("mmcv.ops.sync_bn", "SyncBatchNormFunction", _sync_bn.SyncBatchNormFunction.apply),
+    # --- rotated_feature_align, active_rotated_filter ---
+    ("mmcv.ops.rotated_feature_align", "RotatedFeatureAlignFunction", _routes.rotated_feature_align),
+    ("mmcv.ops.active_rotated_filter", "ActiveRotatedFilterFunction", _routes.active_rotated_filter),
 ]
 # (mmcv module, class, method, replacement)
 _METHOD_ROUTES: List[Tuple[str, str, str, Any]] = [
