@@ -33,6 +33,9 @@ SMALL_RUNS = {
     "nms_match": ["--cases", "uniform", "--sizes", "300"],
     "roi_align": ["--cases", "box", "--layouts", "contiguous"],
     "roi_pool": ["--layouts", "contiguous"],
+    # --- rotated_feature_align, active_rotated_filter ---
+    "rotated_feature_align": ["--cases", "s64", "--distributions", "clustered", "--points", "5"],
+    "active_rotated_filter": ["--cases", "16x16", "--tables", "orn"],
 }
 FIELDS = {"benchmark", "device", "op", "dtype", "case", "baseline", "times_ms", "ratios", "check"}
 
