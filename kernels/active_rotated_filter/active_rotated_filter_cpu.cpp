@@ -62,8 +62,7 @@ at::Tensor active_rotated_filter_forward_cpu(const at::Tensor& input, const at::
     at::parallel_for(0, out.size(0), 1, [&](int64_t begin, int64_t end) {
       for (int64_t row = begin; row < end; ++row) {
         for (int64_t col = 0; col < columns; ++col) {
-          dst[row * columns + col] =
-              gathered(src, t.source.data(), row, col, p.rotations, p.in_planes, p.entries);
+          dst[row * columns + col] = gathered(src, t.source.data(), row, col, p.rotations, p.in_planes, p.entries);
         }
       }
     });
@@ -74,26 +73,26 @@ at::Tensor active_rotated_filter_forward_cpu(const at::Tensor& input, const at::
 at::Tensor active_rotated_filter_backward_cpu(const at::Tensor& grad_output, const at::Tensor& indices,
                                               const ActiveRotatedFilterParams& p) {
   const at::Tensor go = grad_output.contiguous();
-  at::Tensor grad =
-      at::empty({p.out_planes, p.in_planes, p.orientations, p.kernel_h, p.kernel_w}, go.options());
+  at::Tensor grad = at::empty({p.out_planes, p.in_planes, p.orientations, p.kernel_h, p.kernel_w}, go.options());
   if (grad.numel() == 0) {
     return grad;
   }
   const Tables t = tables_of(indices, p);
   const int64_t columns = p.in_planes * p.entries;
-  AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, go.scalar_type(), "active_rotated_filter_backward_cpu", [&] {
-    using acc_t = at::opmath_type<scalar_t>;
-    const scalar_t* g = go.const_data_ptr<scalar_t>();
-    scalar_t* dst = grad.mutable_data_ptr<scalar_t>();
-    at::parallel_for(0, p.out_planes, 1, [&](int64_t begin, int64_t end) {
-      for (int64_t i = begin; i < end; ++i) {
-        for (int64_t col = 0; col < columns; ++col) {
-          dst[i * columns + col] = static_cast<scalar_t>(gathered_grad<acc_t>(
-              g, t.target.data(), t.source.data(), i, col, p.rotations, p.in_planes, p.entries));
-        }
-      }
-    });
-  });
+  AT_DISPATCH_FLOATING_TYPES_AND2(
+      at::kHalf, at::kBFloat16, go.scalar_type(), "active_rotated_filter_backward_cpu", [&] {
+        using acc_t = at::opmath_type<scalar_t>;
+        const scalar_t* g = go.const_data_ptr<scalar_t>();
+        scalar_t* dst = grad.mutable_data_ptr<scalar_t>();
+        at::parallel_for(0, p.out_planes, 1, [&](int64_t begin, int64_t end) {
+          for (int64_t i = begin; i < end; ++i) {
+            for (int64_t col = 0; col < columns; ++col) {
+              dst[i * columns + col] = static_cast<scalar_t>(gathered_grad<acc_t>(
+                  g, t.target.data(), t.source.data(), i, col, p.rotations, p.in_planes, p.entries));
+            }
+          }
+        });
+      });
   return grad;
 }
 

@@ -119,14 +119,13 @@ at::Tensor active_rotated_filter_forward_cuda(const at::Tensor& input, const at:
   const at::Tensor source = tables_of(indices, p).second;
   const int64_t rows = out.size(0), columns = p.in_planes * p.entries;
   const cudaStream_t stream = c10::cuda::getCurrentCUDAStream();
-  AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, in.scalar_type(), "active_rotated_filter_forward_cuda",
-                                  [&] {
-                                    forward_kernel<scalar_t><<<grid_of(rows, columns), kThreads, 0, stream>>>(
-                                        in.const_data_ptr<scalar_t>(), source.const_data_ptr<int32_t>(),
-                                        out.mutable_data_ptr<scalar_t>(), rows, columns, p.rotations, p.in_planes,
-                                        p.entries);
-                                    C10_CUDA_KERNEL_LAUNCH_CHECK();
-                                  });
+  AT_DISPATCH_FLOATING_TYPES_AND2(
+      at::kHalf, at::kBFloat16, in.scalar_type(), "active_rotated_filter_forward_cuda", [&] {
+        forward_kernel<scalar_t><<<grid_of(rows, columns), kThreads, 0, stream>>>(
+            in.const_data_ptr<scalar_t>(), source.const_data_ptr<int32_t>(), out.mutable_data_ptr<scalar_t>(), rows,
+            columns, p.rotations, p.in_planes, p.entries);
+        C10_CUDA_KERNEL_LAUNCH_CHECK();
+      });
   return out;
 }
 
@@ -143,14 +142,13 @@ at::Tensor active_rotated_filter_backward_cuda(const at::Tensor& grad_output, co
   const at::Tensor& source = tables.second;
   const int64_t rows = p.out_planes, columns = p.in_planes * p.entries;
   const cudaStream_t stream = c10::cuda::getCurrentCUDAStream();
-  AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, go.scalar_type(), "active_rotated_filter_backward_cuda",
-                                  [&] {
-                                    backward_kernel<scalar_t><<<grid_of(rows, columns), kThreads, 0, stream>>>(
-                                        go.const_data_ptr<scalar_t>(), target.const_data_ptr<int32_t>(),
-                                        source.const_data_ptr<int32_t>(), grad.mutable_data_ptr<scalar_t>(), rows,
-                                        columns, p.rotations, p.in_planes, p.entries);
-                                    C10_CUDA_KERNEL_LAUNCH_CHECK();
-                                  });
+  AT_DISPATCH_FLOATING_TYPES_AND2(
+      at::kHalf, at::kBFloat16, go.scalar_type(), "active_rotated_filter_backward_cuda", [&] {
+        backward_kernel<scalar_t><<<grid_of(rows, columns), kThreads, 0, stream>>>(
+            go.const_data_ptr<scalar_t>(), target.const_data_ptr<int32_t>(), source.const_data_ptr<int32_t>(),
+            grad.mutable_data_ptr<scalar_t>(), rows, columns, p.rotations, p.in_planes, p.entries);
+        C10_CUDA_KERNEL_LAUNCH_CHECK();
+      });
   return grad;
 }
 

@@ -36,9 +36,9 @@ C10_HOST_DEVICE inline scalar_t gathered(const scalar_t* input, const int32_t* s
 
 // Gradient of input entry (i, j, l) (row = i, column = j * E + l), in the compute type.
 template <typename acc_t, typename scalar_t>
-C10_HOST_DEVICE inline acc_t gathered_grad(const scalar_t* grad_output, const int32_t* target,
-                                           const int32_t* source, int64_t i, int64_t column, int64_t rotations,
-                                           int64_t in_planes, int64_t entries) {
+C10_HOST_DEVICE inline acc_t gathered_grad(const scalar_t* grad_output, const int32_t* target, const int32_t* source,
+                                           int64_t i, int64_t column, int64_t rotations, int64_t in_planes,
+                                           int64_t entries) {
   const int64_t j = column / entries, l = column - j * entries;
   acc_t sum = acc_t(0);
   for (int64_t k = 0; k < rotations; ++k) {

@@ -33,8 +33,8 @@ namespace {
 using namespace rotated_feature_align_math;
 
 constexpr int kThreads = 256;
-constexpr int kChannelChunk = 16;  // channels of one NCHW thread
-constexpr int kWarpPixels = 8;     // pixels (warps) of one channels-last block
+constexpr int kChannelChunk = 16; // channels of one NCHW thread
+constexpr int kWarpPixels = 8;    // pixels (warps) of one channels-last block
 constexpr int64_t kMaxGridY = 65535;
 constexpr int64_t kMaxGridX = (int64_t(1) << 31) - 1;
 
@@ -162,8 +162,9 @@ void launch(bool channels_last, const scalar_t* src, const scalar_t* boxes, scal
     const int64_t blocks = (m.pixels + kThreads - 1) / kThreads;
     TORCH_CHECK(blocks <= kMaxGridX, "mmops::rotated_feature_align: too many pixels for one launch");
     const int64_t chunks = std::min<int64_t>((m.channels + kChannelChunk - 1) / kChannelChunk, kMaxGridY);
-    nchw_kernel<Backward, scalar_t, acc_t><<<dim3(static_cast<unsigned>(blocks), static_cast<unsigned>(chunks)),
-                                             kThreads, 0, stream>>>(src, boxes, out, grad, m);
+    nchw_kernel<Backward, scalar_t, acc_t>
+        <<<dim3(static_cast<unsigned>(blocks), static_cast<unsigned>(chunks)), kThreads, 0, stream>>>(src, boxes, out,
+                                                                                                      grad, m);
   }
   C10_CUDA_KERNEL_LAUNCH_CHECK();
 }
@@ -181,14 +182,12 @@ at::Tensor rotated_feature_align_forward_cuda(const at::Tensor& features, const 
     return out;
   }
   const bool channels_last = format == at::MemoryFormat::ChannelsLast;
-  AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, in.scalar_type(), "rotated_feature_align_forward_cuda",
-                                  [&] {
-                                    using acc_t = at::opmath_type<scalar_t>;
-                                    launch<false, scalar_t, acc_t>(
-                                        channels_last, in.const_data_ptr<scalar_t>(),
-                                        boxes.const_data_ptr<scalar_t>(), out.mutable_data_ptr<scalar_t>(), nullptr,
-                                        map_of<acc_t>(in, params));
-                                  });
+  AT_DISPATCH_FLOATING_TYPES_AND2(
+      at::kHalf, at::kBFloat16, in.scalar_type(), "rotated_feature_align_forward_cuda", [&] {
+        using acc_t = at::opmath_type<scalar_t>;
+        launch<false, scalar_t, acc_t>(channels_last, in.const_data_ptr<scalar_t>(), boxes.const_data_ptr<scalar_t>(),
+                                       out.mutable_data_ptr<scalar_t>(), nullptr, map_of<acc_t>(in, params));
+      });
   return out;
 }
 
@@ -206,14 +205,12 @@ at::Tensor rotated_feature_align_backward_cuda(const at::Tensor& grad_output, co
     return grad.to(go.scalar_type());
   }
   const bool channels_last = format == at::MemoryFormat::ChannelsLast;
-  AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, go.scalar_type(), "rotated_feature_align_backward_cuda",
-                                  [&] {
-                                    using acc_t = at::opmath_type<scalar_t>;
-                                    launch<true, scalar_t, acc_t>(channels_last, go.const_data_ptr<scalar_t>(),
-                                                                  boxes.const_data_ptr<scalar_t>(), nullptr,
-                                                                  grad.mutable_data_ptr<acc_t>(),
-                                                                  map_of<acc_t>(go, params));
-                                  });
+  AT_DISPATCH_FLOATING_TYPES_AND2(
+      at::kHalf, at::kBFloat16, go.scalar_type(), "rotated_feature_align_backward_cuda", [&] {
+        using acc_t = at::opmath_type<scalar_t>;
+        launch<true, scalar_t, acc_t>(channels_last, go.const_data_ptr<scalar_t>(), boxes.const_data_ptr<scalar_t>(),
+                                      nullptr, grad.mutable_data_ptr<acc_t>(), map_of<acc_t>(go, params));
+      });
   return grad.scalar_type() == go.scalar_type() ? grad : grad.to(go.scalar_type());
 }
 

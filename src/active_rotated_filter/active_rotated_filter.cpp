@@ -56,7 +56,7 @@ at::Tensor active_rotated_filter(const at::Tensor& input, const at::Tensor& indi
 
 } // namespace mmops
 
-#define MMOPS_ACTIVE_ROTATED_FILTER_ENTRIES(m, device)                                                  \
+#define MMOPS_ACTIVE_ROTATED_FILTER_ENTRIES(m, device)                                              \
   m.impl("active_rotated_filter", &forward_entry<kernels::active_rotated_filter_forward_##device>); \
   m.impl("_active_rotated_filter_backward", &backward_entry<kernels::active_rotated_filter_backward_##device>);
 

@@ -23,7 +23,8 @@ int64_t int_or_unknown(const c10::SymInt& s) {
 }
 
 // indices [O, kH, kW, R] against the weight sizes (O, kH, kW).
-ActiveRotatedFilterParams check_indices(const at::Tensor& indices, c10::SymIntArrayRef weight, const char* weight_name) {
+ActiveRotatedFilterParams check_indices(const at::Tensor& indices, c10::SymIntArrayRef weight,
+                                        const char* weight_name) {
   TORCH_CHECK(indices.dim() == 4, kOp, "expected indices to be a 4-D tensor [orientations, kH, kW, rotations], ",
               "but got a ", indices.dim(), "-D tensor of shape ", shape_of(indices));
   TORCH_CHECK(at::isIntegralType(indices.scalar_type(), /*includeBool=*/false), kOp,
@@ -72,8 +73,7 @@ ActiveRotatedFilterParams check_active_rotated_filter_forward(const at::Tensor& 
   return p;
 }
 
-ActiveRotatedFilterParams check_active_rotated_filter_backward(const at::Tensor& grad_output,
-                                                               const at::Tensor& indices,
+ActiveRotatedFilterParams check_active_rotated_filter_backward(const at::Tensor& grad_output, const at::Tensor& indices,
                                                                c10::SymIntArrayRef input_size) {
   TORCH_CHECK(input_size.size() == 5, kOp, "expected input_size to hold 5 values, but got ", input_size.size());
   for (const c10::SymInt& s : input_size) {

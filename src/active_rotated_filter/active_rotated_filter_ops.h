@@ -20,8 +20,7 @@ namespace detail {
 ActiveRotatedFilterParams check_active_rotated_filter_forward(const at::Tensor& input, const at::Tensor& indices);
 
 // The arguments of a backward call (input_size = the shape of input).
-ActiveRotatedFilterParams check_active_rotated_filter_backward(const at::Tensor& grad_output,
-                                                               const at::Tensor& indices,
+ActiveRotatedFilterParams check_active_rotated_filter_backward(const at::Tensor& grad_output, const at::Tensor& indices,
                                                                c10::SymIntArrayRef input_size);
 
 // Reads indices and raises unless every value lies in [1, orientations * kH * kW].

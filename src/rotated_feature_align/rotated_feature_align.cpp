@@ -53,7 +53,7 @@ at::Tensor rotated_feature_align(const at::Tensor& features, const at::Tensor& b
 
 } // namespace mmops
 
-#define MMOPS_ROTATED_FEATURE_ALIGN_ENTRIES(m, device)                                                  \
+#define MMOPS_ROTATED_FEATURE_ALIGN_ENTRIES(m, device)                                              \
   m.impl("rotated_feature_align", &forward_entry<kernels::rotated_feature_align_forward_##device>); \
   m.impl("_rotated_feature_align_backward", &backward_entry<kernels::rotated_feature_align_backward_##device>);
 

@@ -20,8 +20,8 @@ constexpr const char* kOp = kRotatedFeatureAlignOp;
 void check_map(const char* name, const at::Tensor& t) {
   TORCH_CHECK(t.dim() == 4, kOp, "expected ", name, " to be a 4-D tensor [N, C, H, W], but got a ", t.dim(),
               "-D tensor of shape ", shape_of(t));
-  TORCH_CHECK(at::isFloatingType(t.scalar_type()), kOp, "expected ", name,
-              " to have a floating point dtype, but got ", t.scalar_type());
+  TORCH_CHECK(at::isFloatingType(t.scalar_type()), kOp, "expected ", name, " to have a floating point dtype, but got ",
+              t.scalar_type());
   // the bilinear taps index rows and columns in int
   TORCH_SYM_CHECK(t.sym_size(2).sym_lt(std::numeric_limits<int32_t>::max()), kOp, "expected ", name,
                   " to have H < 2^31 - 1, but got H = ", t.sym_size(2));

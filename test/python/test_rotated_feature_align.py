@@ -171,8 +171,9 @@ def test_gradcheck(points):
     x = torch.randn(2, 3, 5, 6, dtype=torch.float64, generator=g, requires_grad=True)
     boxes = random_rboxes(2, 5, 6, 0.5, torch.float64, g)
     assert torch.autograd.gradcheck(lambda t: op(t, boxes, 0.5, points), (x,))
-    assert torch.autograd.gradcheck(lambda t: op(t.contiguous(memory_format=torch.channels_last), boxes, 0.5,
-                                                 points), (x,))
+    assert torch.autograd.gradcheck(
+        lambda t: op(t.contiguous(memory_format=torch.channels_last), boxes, 0.5, points), (x,)
+    )
 
 
 def test_boxes_get_no_gradient():

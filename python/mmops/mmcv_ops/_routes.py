@@ -173,7 +173,9 @@ def msda_forward(
 
 
 # --- rotated_feature_align, active_rotated_filter ---
-def rotated_feature_align(features: Tensor, best_rbboxes: Tensor, spatial_scale: float = 1 / 8, points: int = 1) -> Tensor:
+def rotated_feature_align(
+    features: Tensor, best_rbboxes: Tensor, spatial_scale: float = 1 / 8, points: int = 1
+) -> Tensor:
     return torch.ops.mmops.rotated_feature_align(features, best_rbboxes, float(spatial_scale), int(points))
 
 
