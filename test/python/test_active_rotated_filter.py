@@ -1,6 +1,8 @@
 """Tests of mmops::active_rotated_filter: the conformance cases, then the float64
 reference, mmcv's known vectors, gradcheck, index tables and the mmcv bridge."""
 
+import importlib
+
 import pytest
 import torch
 from active_rotated_filter_reference import active_rotated_filter_ref, orn_indices
@@ -182,6 +184,14 @@ def test_deterministic_mode_runs():
     assert torch.isfinite(x.grad).all()
 
 
+def test_autocast_runs_in_float32():
+    x = torch.randn(3, 2, 4, 3, 3).bfloat16()
+    idx = orn_indices(4, 3, 4)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        out = op(x, idx)
+    assert out.dtype == torch.bfloat16 and torch.equal(out, op(x.float(), idx).bfloat16())
+
+
 def test_double_backward_refused():
     x = torch.randn(1, 1, 2, 3, 3, dtype=torch.float64, requires_grad=True)
     (g,) = torch.autograd.grad(op(x, orn_indices(2, 3, 2)).pow(2).sum(), x, create_graph=True)
@@ -323,7 +333,7 @@ def test_mmcv_bridge():
     import mmops.mmcv_ops  # noqa: F401
 
     ops = pytest.importorskip("mmcv.ops", reason="mmcv.ops does not import")
-    from mmcv.ops import active_rotated_filter as arf_module
+    arf_module = importlib.import_module("mmcv.ops.active_rotated_filter")
 
     _check_mmcv_vectors(ops.active_rotated_filter, "cpu")
     _check_mmcv_vectors(arf_module.ActiveRotatedFilterFunction.apply, "cpu")
