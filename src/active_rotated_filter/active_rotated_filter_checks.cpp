@@ -29,8 +29,10 @@ ActiveRotatedFilterParams check_indices(const at::Tensor& indices, c10::SymIntAr
               "but got a ", indices.dim(), "-D tensor of shape ", shape_of(indices));
   TORCH_CHECK(at::isIntegralType(indices.scalar_type(), /*includeBool=*/false), kOp,
               "expected indices to have an integer dtype, but got ", indices.scalar_type());
-  TORCH_SYM_CHECK(indices.sym_size(0).sym_eq(weight[2]) && indices.sym_size(1).sym_eq(weight[3]) &&
-                      indices.sym_size(2).sym_eq(weight[4]),
+  TORCH_SYM_CHECK(indices.sym_size(0)
+                      .sym_eq(weight[2])
+                      .sym_and(indices.sym_size(1).sym_eq(weight[3]))
+                      .sym_and(indices.sym_size(2).sym_eq(weight[4])),
                   kOp, "expected indices of shape [", weight[2], ", ", weight[3], ", ", weight[4],
                   ", rotations] (orientations, kH, kW of ", weight_name, "), but got ", shape_of(indices));
   const c10::SymInt entries = weight[2] * weight[3] * weight[4];

@@ -33,8 +33,10 @@ RotatedFeatureAlignParams check_rest(const at::Tensor& map, const at::Tensor& bo
                                      int64_t points) {
   TORCH_CHECK(boxes.dim() == 4 && boxes.sym_size(3) == 5, kOp,
               "expected best_rbboxes to be a 4-D tensor [N, H, W, 5], but got shape ", shape_of(boxes));
-  TORCH_SYM_CHECK(boxes.sym_size(0).sym_eq(map.sym_size(0)) && boxes.sym_size(1).sym_eq(map.sym_size(2)) &&
-                      boxes.sym_size(2).sym_eq(map.sym_size(3)),
+  TORCH_SYM_CHECK(boxes.sym_size(0)
+                      .sym_eq(map.sym_size(0))
+                      .sym_and(boxes.sym_size(1).sym_eq(map.sym_size(2)))
+                      .sym_and(boxes.sym_size(2).sym_eq(map.sym_size(3))),
                   kOp, "expected best_rbboxes of shape [", map.sym_size(0), ", ", map.sym_size(2), ", ",
                   map.sym_size(3), ", 5] (N, H, W of features), but got ", shape_of(boxes));
   TORCH_CHECK(boxes.scalar_type() == map.scalar_type(), kOp, "expected best_rbboxes to have the dtype of features (",
