@@ -36,6 +36,9 @@ SMALL_RUNS = {
     # --- box_iou_rotated / nms_rotated ---
     "box_iou_rotated": ["--cases", "clustered_100"],
     "nms_rotated": ["--cases", "clustered", "--sizes", "200"],
+    # --- rotated_feature_align, active_rotated_filter ---
+    "rotated_feature_align": ["--cases", "s64", "--distributions", "clustered", "--points", "5"],
+    "active_rotated_filter": ["--cases", "16x16", "--tables", "orn"],
 }
 FIELDS = {"benchmark", "device", "op", "dtype", "case", "baseline", "times_ms", "ratios", "check"}
 

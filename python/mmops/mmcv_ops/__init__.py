@@ -38,6 +38,9 @@ _FUNCTION_ROUTES: List[Tuple[str, str, Any]] = [
     # --- roi_align_rotated / riroi_align_rotated ---
     ("mmcv.ops.roi_align_rotated", "RoIAlignRotatedFunction", _routes.roi_align_rotated),
     ("mmcv.ops.riroi_align_rotated", "RiRoIAlignRotatedFunction", _routes.riroi_align_rotated),
+    # --- rotated_feature_align, active_rotated_filter ---
+    ("mmcv.ops.rotated_feature_align", "RotatedFeatureAlignFunction", _routes.rotated_feature_align),
+    ("mmcv.ops.active_rotated_filter", "ActiveRotatedFilterFunction", _routes.active_rotated_filter),
 ]
 # (mmcv module, class, method, replacement)
 _METHOD_ROUTES: List[Tuple[str, str, str, Any]] = [

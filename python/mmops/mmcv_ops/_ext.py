@@ -283,6 +283,30 @@ def riroi_align_rotated_backward(
             bool(clockwise),
         )
     )
+# --- rotated_feature_align, active_rotated_filter ---
+def rotated_feature_align_forward(
+    features: torch.Tensor, best_rbboxes: torch.Tensor, output: torch.Tensor, spatial_scale: float, points: int
+) -> None:
+    """mmcv's kernel contract: fills output."""
+    output.copy_(torch.ops.mmops.rotated_feature_align(features, best_rbboxes, float(spatial_scale), int(points)))
+
+
+def rotated_feature_align_backward(
+    top_grad: torch.Tensor, best_rbboxes: torch.Tensor, bottom_grad: torch.Tensor, spatial_scale: float, points: int
+) -> None:
+    """mmcv's kernel contract: fills bottom_grad."""
+    grad = torch.ops.mmops._rotated_feature_align_backward(top_grad, best_rbboxes, float(spatial_scale), int(points))
+    bottom_grad.copy_(grad)
+
+
+def active_rotated_filter_forward(input: torch.Tensor, indices: torch.Tensor, output: torch.Tensor) -> None:
+    """mmcv's kernel contract: fills output."""
+    output.copy_(torch.ops.mmops.active_rotated_filter(input, indices))
+
+
+def active_rotated_filter_backward(grad_out: torch.Tensor, indices: torch.Tensor, grad_in: torch.Tensor) -> None:
+    """mmcv's kernel contract: fills grad_in (the shape of input)."""
+    grad_in.copy_(torch.ops.mmops._active_rotated_filter_backward(grad_out, indices, list(grad_in.shape)))
 
 
 SERVED.update(
@@ -295,5 +319,9 @@ SERVED.update(
         "roi_align_rotated_backward": roi_align_rotated_backward,
         "riroi_align_rotated_forward": riroi_align_rotated_forward,
         "riroi_align_rotated_backward": riroi_align_rotated_backward,
+        "rotated_feature_align_forward": rotated_feature_align_forward,
+        "rotated_feature_align_backward": rotated_feature_align_backward,
+        "active_rotated_filter_forward": active_rotated_filter_forward,
+        "active_rotated_filter_backward": active_rotated_filter_backward,
     }
 )

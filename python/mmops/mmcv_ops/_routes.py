@@ -212,3 +212,12 @@ def riroi_align_rotated(
         int(num_orientations),
         bool(clockwise),
     )
+# --- rotated_feature_align, active_rotated_filter ---
+def rotated_feature_align(
+    features: Tensor, best_rbboxes: Tensor, spatial_scale: float = 1 / 8, points: int = 1
+) -> Tensor:
+    return torch.ops.mmops.rotated_feature_align(features, best_rbboxes, float(spatial_scale), int(points))
+
+
+def active_rotated_filter(input: Tensor, indices: Tensor) -> Tensor:
+    return torch.ops.mmops.active_rotated_filter(input, indices)

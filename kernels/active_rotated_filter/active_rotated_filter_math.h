@@ -1,0 +1,54 @@
+#pragma once
+// The index tables of active_rotated_filter, shared by the CPU and CUDA kernels.
+//
+// mmcv's rule: weight entry l (of E = orientations * kH * kW) of every
+// (out plane, in plane) goes, for rotation k, to entry indices[l, k] - 1 of
+// output block (out plane, k, in plane). mmops runs it as a gather through two
+// int32 tables built from indices:
+//   target[l * R + k] = indices[l, k] - 1, or -1 when the value is outside [1, E];
+//   source[k * E + m] = the largest l with target[l * R + k] == m, or -1
+// (the largest l: the last writer of mmcv's CPU loop). An output entry without
+// a source is 0; an out-of-range index writes nowhere (CUDA's guard; CPU rejects it).
+// The gradient of input entry l sums, over k, the output entries it is the source of.
+
+#include <c10/macros/Macros.h>
+
+#include <cstdint>
+
+namespace mmops {
+namespace active_rotated_filter_math {
+
+template <typename index_t>
+C10_HOST_DEVICE inline int32_t target_of(index_t value, int64_t entries) {
+  const int64_t v = static_cast<int64_t>(value);
+  return v >= 1 && v <= entries ? static_cast<int32_t>(v - 1) : -1;
+}
+
+// Output entry m of block (i, k, j) (row = i * R + k, column = j * E + m).
+template <typename scalar_t>
+C10_HOST_DEVICE inline scalar_t gathered(const scalar_t* input, const int32_t* source, int64_t row, int64_t column,
+                                         int64_t rotations, int64_t in_planes, int64_t entries) {
+  const int64_t i = row / rotations, k = row - i * rotations;
+  const int64_t j = column / entries, m = column - j * entries;
+  const int32_t l = source[k * entries + m];
+  return l >= 0 ? input[(i * in_planes + j) * entries + l] : scalar_t(0);
+}
+
+// Gradient of input entry (i, j, l) (row = i, column = j * E + l), in the compute type.
+template <typename acc_t, typename scalar_t>
+C10_HOST_DEVICE inline acc_t gathered_grad(const scalar_t* grad_output, const int32_t* target, const int32_t* source,
+                                           int64_t i, int64_t column, int64_t rotations, int64_t in_planes,
+                                           int64_t entries) {
+  const int64_t j = column / entries, l = column - j * entries;
+  acc_t sum = acc_t(0);
+  for (int64_t k = 0; k < rotations; ++k) {
+    const int32_t m = target[l * rotations + k];
+    if (m >= 0 && source[k * entries + m] == l) {
+      sum += static_cast<acc_t>(grad_output[((i * rotations + k) * in_planes + j) * entries + m]);
+    }
+  }
+  return sum;
+}
+
+} // namespace active_rotated_filter_math
+} // namespace mmops
