@@ -275,7 +275,11 @@ def _functions(op):
     """(mmops call, composite call, check(out, x, q) -> max error against the composite in float64)."""
     ops = torch.ops.mmops
     if op == "convex_iou":
-        return ops.convex_iou, convex_iou_composite, lambda o, x, q: _max_err(o, convex_iou_composite(x.double(), q.double()))
+        return (
+            ops.convex_iou,
+            convex_iou_composite,
+            lambda o, x, q: _max_err(o, convex_iou_composite(x.double(), q.double())),
+        )
     if op == "convex_giou":
         return (
             lambda x, q: ops.convex_giou(x, q)[0],

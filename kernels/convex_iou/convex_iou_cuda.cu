@@ -111,8 +111,10 @@ at::Tensor convex_iou_cuda(const at::Tensor& pointsets, const at::Tensor& polygo
   cudaStream_t stream = c10::cuda::getCurrentCUDAStream();
   AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, p.scalar_type(), "mmops::convex_iou (CUDA)", [&] {
     using acc_t = at::opmath_type<scalar_t>;
-    convex_iou_kernel<scalar_t, acc_t><<<static_cast<unsigned>(tiles), dim3(kTile, kTile / kRowsPerThread), 0, stream>>>(
-        p.const_data_ptr<scalar_t>(), q.const_data_ptr<scalar_t>(), n, k, col_tiles, out.mutable_data_ptr<scalar_t>());
+    convex_iou_kernel<scalar_t, acc_t>
+        <<<static_cast<unsigned>(tiles), dim3(kTile, kTile / kRowsPerThread), 0, stream>>>(
+            p.const_data_ptr<scalar_t>(), q.const_data_ptr<scalar_t>(), n, k, col_tiles,
+            out.mutable_data_ptr<scalar_t>());
     C10_CUDA_KERNEL_LAUNCH_CHECK();
   });
   return out;

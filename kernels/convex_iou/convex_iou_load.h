@@ -14,7 +14,6 @@ namespace convex_iou_math {
 template <int Count, typename acc_t, typename scalar_t>
 C10_HOST_DEVICE inline void load_points(const scalar_t* data, int64_t row, polygon::Point<acc_t>* out) {
   const scalar_t* p = data + row * (2 * Count);
-#pragma unroll
   for (int k = 0; k < Count; ++k) {
     out[k] = polygon::Point<acc_t>{static_cast<acc_t>(p[2 * k]), static_cast<acc_t>(p[2 * k + 1])};
   }

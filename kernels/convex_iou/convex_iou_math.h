@@ -106,8 +106,7 @@ C10_HOST_DEVICE inline T hull_quad_iou(const Hull<T>& h, const Quad<T>& q) {
 // int over [s0, s1] of (1 - s) and of s, for the part of the segment
 // p -> p + d inside the counter-clockwise convex quadrilateral q.
 template <typename T>
-C10_HOST_DEVICE inline void inside_moments(const Point<T>& p, const Point<T>& d, const Polygon<T, 4>& q, T& m0,
-                                           T& m1) {
+C10_HOST_DEVICE inline void inside_moments(const Point<T>& p, const Point<T>& d, const Polygon<T, 4>& q, T& m0, T& m1) {
   T s0 = T(0), s1 = T(1);
   for (int e = 0; e < 4 && s0 <= s1; ++e) {
     const Point<T>& c = q.v[e];

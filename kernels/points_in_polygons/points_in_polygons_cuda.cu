@@ -20,8 +20,8 @@ namespace mmops {
 namespace kernels {
 namespace {
 
-constexpr int kCols = 32;       // polygons per block (blockDim.x)
-constexpr int kRowsY = 8;       // blockDim.y
+constexpr int kCols = 32;          // polygons per block (blockDim.x)
+constexpr int kRowsY = 8;          // blockDim.y
 constexpr int kRowsPerBlock = 128; // points per block
 
 template <typename scalar_t, typename acc_t>

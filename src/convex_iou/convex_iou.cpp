@@ -46,7 +46,7 @@ std::tuple<at::Tensor, at::Tensor> convex_giou(const at::Tensor& pointsets, cons
 
 } // namespace mmops
 
-#define MMOPS_CONVEX_IOU_ENTRIES(m, device)                                  \
+#define MMOPS_CONVEX_IOU_ENTRIES(m, device)                              \
   m.impl("convex_iou", &convex_iou_entry<kernels::convex_iou_##device>); \
   m.impl("convex_giou", &convex_giou_entry<kernels::convex_giou_##device>);
 

@@ -27,8 +27,8 @@ class ConvexGIoUFunction : public torch::autograd::Function<ConvexGIoUFunction> 
   static variable_list backward(AutogradContext* ctx, variable_list grad_outputs) {
     const at::Tensor& grad_giou = grad_outputs[0];
     detail::refuse_double_backward("mmops::convex_giou", grad_giou);
-    TORCH_CHECK(!ctx->needs_input_grad(1), "mmops::convex_giou: ",
-                "is differentiable w.r.t. pointsets only, but polygons requires grad");
+    TORCH_CHECK(!ctx->needs_input_grad(1),
+                "mmops::convex_giou: ", "is differentiable w.r.t. pointsets only, but polygons requires grad");
     const at::Tensor grad = ctx->get_saved_variables()[0];
     if (!grad_giou.defined()) {
       return {at::zeros_like(grad), at::Tensor()};

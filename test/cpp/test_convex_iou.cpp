@@ -100,10 +100,10 @@ const mmops_test::CppApiEntry convex_iou_api{
       return mmops_test::ApiOutputs{mmops::convex_iou(a[0].toTensor(), a[1].toTensor())};
     }};
 
-const mmops_test::CppApiEntry convex_giou_api{
-    "mmops::convex_giou", [](const mmops_test::ApiArgs& a) {
-      const auto [giou, grad] = mmops::convex_giou(a[0].toTensor(), a[1].toTensor());
-      return mmops_test::ApiOutputs{giou, grad};
-    }};
+const mmops_test::CppApiEntry convex_giou_api{"mmops::convex_giou", [](const mmops_test::ApiArgs& a) {
+                                                const auto [giou, grad] =
+                                                    mmops::convex_giou(a[0].toTensor(), a[1].toTensor());
+                                                return mmops_test::ApiOutputs{giou, grad};
+                                              }};
 
 } // namespace

@@ -47,8 +47,7 @@ TEST(MinAreaPolygons, CudaMatchesCpu) {
 
 // The public C++ API on the calls the conformance cases recorded (test_torchscript.cpp).
 const mmops_test::CppApiEntry min_area_polygons_api{
-    "mmops::min_area_polygons", [](const mmops_test::ApiArgs& a) {
-      return mmops_test::ApiOutputs{mmops::min_area_polygons(a[0].toTensor())};
-    }};
+    "mmops::min_area_polygons",
+    [](const mmops_test::ApiArgs& a) { return mmops_test::ApiOutputs{mmops::min_area_polygons(a[0].toTensor())}; }};
 
 } // namespace

@@ -13,9 +13,10 @@
 namespace {
 
 TEST(PointsInPolygons, MmcvKnownVectors) {
-  const at::Tensor points = at::tensor({300.0, 300.0, 400.0, 400.0, 100.0, 100.0, 300.0, 250.0, 100.0, 0.0}).reshape({5, 2});
-  const at::Tensor polygons = at::tensor({200.0, 200.0, 400.0, 400.0, 500.0, 200.0, 400.0, 100.0,  //
-                                          400.0, 400.0, 500.0, 500.0, 600.0, 300.0, 500.0, 200.0,  //
+  const at::Tensor points =
+      at::tensor({300.0, 300.0, 400.0, 400.0, 100.0, 100.0, 300.0, 250.0, 100.0, 0.0}).reshape({5, 2});
+  const at::Tensor polygons = at::tensor({200.0, 200.0, 400.0, 400.0, 500.0, 200.0, 400.0, 100.0, //
+                                          400.0, 400.0, 500.0, 500.0, 600.0, 300.0, 500.0, 200.0, //
                                           300.0, 300.0, 600.0, 700.0, 700.0, 700.0, 700.0, 100.0})
                                   .reshape({3, 8});
   const at::Tensor expected =

@@ -72,7 +72,9 @@ def exact_hull(points):
             ok = True
             for p in pts:
                 c = _cross(a, b, p)
-                inside_segment = min(a[0], b[0]) <= p[0] <= max(a[0], b[0]) and min(a[1], b[1]) <= p[1] <= max(a[1], b[1])
+                inside_segment = min(a[0], b[0]) <= p[0] <= max(a[0], b[0]) and min(a[1], b[1]) <= p[1] <= max(
+                    a[1], b[1]
+                )
                 if c < 0 or (c == 0 and not inside_segment):
                     ok = False
                     break
@@ -335,7 +337,9 @@ def test_degenerate_sets():
     g1, d1 = giou_op(dup, quads)
     if hull_first != 8:
         torch.testing.assert_close(g1, g0, rtol=1e-14, atol=1e-14)
-        torch.testing.assert_close(d1[0, 2 * hull_first : 2 * hull_first + 2], d0[0, 2 * hull_first : 2 * hull_first + 2])
+        torch.testing.assert_close(
+            d1[0, 2 * hull_first : 2 * hull_first + 2], d0[0, 2 * hull_first : 2 * hull_first + 2]
+        )
         assert d1[0, 16:].abs().sum() == 0
 
 
@@ -409,9 +413,11 @@ def test_convex_giou_loss_module():
 
 
 def test_mmcv_bridge():
-    pytest.importorskip("mmcv")
-    import mmops.mmcv_ops  # noqa: F401
-    from mmcv.ops import convex_giou, convex_iou
+    import mmops.mmcv_ops  # noqa: F401  (first: it serves mmcv._ext)
+
+    mmcv_ops = pytest.importorskip("mmcv.ops")
+    convex_giou = mmcv_ops.convex_giou
+    convex_iou = mmcv_ops.convex_iou
 
     sets, polys = torch.tensor(MMCV_POINTSETS), torch.tensor(MMCV_POLYGONS)
     torch.testing.assert_close(convex_iou(sets, polys), torch.tensor(MMCV_IOU), rtol=0, atol=1e-3)

@@ -52,7 +52,12 @@ def exact_side(point, quad):
 
 def _sample(device, dtype, size):
     n, m = (13, 7) if size == 0 else (9, 11)
-    return Sample((random_points(n, dtype=dtype, seed=size, device=device), random_quads(m, dtype=dtype, seed=5 + size, device=device)))
+    return Sample(
+        (
+            random_points(n, dtype=dtype, seed=size, device=device),
+            random_quads(m, dtype=dtype, seed=5 + size, device=device),
+        )
+    )
 
 
 def _empty(device, dtype):
@@ -91,7 +96,8 @@ CONFORMANCE = [
                 lambda *_: (_Z(3, 2), _Z(2, 10)), r"polygons to be a 2-D tensor of shape \[M, 8\]"
             ),
             "int_points": BadInput(
-                lambda *_: (_Z(3, 2, dtype=torch.int32), _Z(2, 8, dtype=torch.int32)), "floating point dtype, but got Int"
+                lambda *_: (_Z(3, 2, dtype=torch.int32), _Z(2, 8, dtype=torch.int32)),
+                "floating point dtype, but got Int",
             ),
             "dtypes_differ": BadInput(
                 lambda *_: (_Z(3, 2), _Z(2, 8, dtype=torch.float64)),
@@ -205,9 +211,10 @@ def test_not_differentiable():
 
 
 def test_mmcv_bridge():
-    pytest.importorskip("mmcv")
-    import mmops.mmcv_ops  # noqa: F401
-    from mmcv.ops import points_in_polygons
+    import mmops.mmcv_ops  # noqa: F401  (first: it serves mmcv._ext)
+
+    mmcv_ops = pytest.importorskip("mmcv.ops")
+    points_in_polygons = mmcv_ops.points_in_polygons
 
     points = random_points(64, dtype=torch.float32, seed=10)
     quads = random_quads(12, dtype=torch.float32, seed=11)
