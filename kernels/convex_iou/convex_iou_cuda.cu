@@ -134,6 +134,8 @@ std::tuple<at::Tensor, at::Tensor> convex_giou_cuda(const at::Tensor& pointsets,
   AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, p.scalar_type(), "mmops::convex_giou (CUDA)", [&] {
     using acc_t = at::opmath_type<scalar_t>;
     const int threads = 128;
+    TORCH_CHECK((n + threads - 1) / threads <= std::numeric_limits<int32_t>::max(), "mmops::convex_giou: ", n,
+                " rows are more than one CUDA launch covers");
     convex_giou_kernel<scalar_t, acc_t><<<(n + threads - 1) / threads, threads, 0, stream>>>(
         p.const_data_ptr<scalar_t>(), q.const_data_ptr<scalar_t>(), n, giou.mutable_data_ptr<scalar_t>(),
         grad.mutable_data_ptr<scalar_t>());

@@ -13,6 +13,8 @@
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
 
+#include <limits>
+
 namespace mmops {
 namespace kernels {
 namespace {
@@ -51,6 +53,8 @@ at::Tensor min_area_polygons_cuda(const at::Tensor& pointsets) {
     using acc_t = at::opmath_type<scalar_t>;
     const int threads = 128;
     const int64_t blocks = (n + threads - 1) / threads;
+    TORCH_CHECK(blocks <= std::numeric_limits<int32_t>::max(), "mmops::min_area_polygons: ", n,
+                " point sets are more than one CUDA launch covers");
     min_area_polygons_kernel<scalar_t, acc_t>
         <<<blocks, threads, 0, stream>>>(p.const_data_ptr<scalar_t>(), n, out.mutable_data_ptr<scalar_t>());
     C10_CUDA_KERNEL_LAUNCH_CHECK();
