@@ -6,6 +6,8 @@
 #include "common/dispatch.h"
 #include "convex_iou/convex_iou_ops.h"
 
+#include <ATen/TensorOperators.h>
+#include <ATen/ops/zeros_like.h>
 #include <torch/autograd.h>
 #include <torch/csrc/autograd/autograd_not_implemented_fallback.h>
 #include <torch/library.h>
