@@ -24,6 +24,7 @@ BENCH = REPO / "benchmarks"
 SMALL_RUNS = {
     "bbox_overlaps": ["--cases", "proposals"],
     "carafe": ["--cases", "fpn_25x38", "--layouts", "contiguous", "--distributions", "flat"],
+    "convex_iou": ["--cases", "convex_iou_2000", "--distributions", "clustered"],
     "deform_conv": ["--cases", "1x32x40x48", "--layouts", "contiguous"],
     "deform_roi_pool": ["--cases", "p2_512_uniform", "--offsets", "offset"],
     "focal_loss": ["--cases", "softmax_focal_loss"],

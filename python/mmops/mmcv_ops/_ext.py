@@ -307,6 +307,29 @@ def active_rotated_filter_forward(input: torch.Tensor, indices: torch.Tensor, ou
 def active_rotated_filter_backward(grad_out: torch.Tensor, indices: torch.Tensor, grad_in: torch.Tensor) -> None:
     """mmcv's kernel contract: fills grad_in (the shape of input)."""
     grad_in.copy_(torch.ops.mmops._active_rotated_filter_backward(grad_out, indices, list(grad_in.shape)))
+# --- poly (min_area_polygons, convex_iou, convex_giou, points_in_polygons) ---
+
+
+def min_area_polygons(pointsets: torch.Tensor, polygons: torch.Tensor) -> None:
+    """mmcv's kernel contract: fills polygons [N, 8]."""
+    polygons.copy_(torch.ops.mmops.min_area_polygons(pointsets))
+
+
+def convex_iou(pointsets: torch.Tensor, polygons: torch.Tensor, ious: torch.Tensor) -> None:
+    """mmcv's kernel contract: fills ious [N, K]."""
+    ious.copy_(torch.ops.mmops.convex_iou(pointsets, polygons))
+
+
+def convex_giou(pointsets: torch.Tensor, polygons: torch.Tensor, output: torch.Tensor) -> None:
+    """mmcv's kernel contract: fills output [N, 19] with the gradient (18) then giou."""
+    giou, grad = torch.ops.mmops.convex_giou(pointsets, polygons)
+    output[:, :18].copy_(grad)
+    output[:, 18].copy_(giou)
+
+
+def points_in_polygons_forward(points: torch.Tensor, polygons: torch.Tensor, output: torch.Tensor) -> None:
+    """mmcv's kernel contract: fills output [N, M] (float32 in mmcv's Python)."""
+    output.copy_(torch.ops.mmops.points_in_polygons(points, polygons))
 
 
 SERVED.update(
@@ -323,5 +346,9 @@ SERVED.update(
         "rotated_feature_align_backward": rotated_feature_align_backward,
         "active_rotated_filter_forward": active_rotated_filter_forward,
         "active_rotated_filter_backward": active_rotated_filter_backward,
+        "min_area_polygons": min_area_polygons,
+        "convex_iou": convex_iou,
+        "convex_giou": convex_giou,
+        "points_in_polygons_forward": points_in_polygons_forward,
     }
 )
