@@ -42,7 +42,9 @@ class Case:
 
 
 CUDA_CASES = [
-    Case(op, b, n) for op in ("diff_iou_rotated_2d", "diff_iou_rotated_3d") for b, n in ((1, 10000), (16, 10000), (16, 100000))
+    Case(op, b, n)
+    for op in ("diff_iou_rotated_2d", "diff_iou_rotated_3d")
+    for b, n in ((1, 10000), (16, 10000), (16, 100000))
 ]
 CPU_CASES = [Case(op, b, n) for op in ("diff_iou_rotated_2d", "diff_iou_rotated_3d") for b, n in ((1, 2000), (4, 2000))]
 

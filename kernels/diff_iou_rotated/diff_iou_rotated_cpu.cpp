@@ -19,8 +19,8 @@ void forward_pairs(const scalar_t* b1, const scalar_t* b2, int64_t pairs, scalar
   using acc_t = at::opmath_type<scalar_t>;
   at::parallel_for(0, pairs, kGrain, [&](int64_t begin, int64_t end) {
     for (int64_t i = begin; i < end; ++i) {
-      out[i] = static_cast<scalar_t>(diff_iou_rotated_math::pair_iou<D, scalar_t, acc_t>(
-          b1 + i * D, b2 + i * D, acc_t(0), nullptr, nullptr));
+      out[i] = static_cast<scalar_t>(
+          diff_iou_rotated_math::pair_iou<D, scalar_t, acc_t>(b1 + i * D, b2 + i * D, acc_t(0), nullptr, nullptr));
     }
   });
 }
@@ -32,8 +32,7 @@ void backward_pairs(const scalar_t* grad, const scalar_t* b1, const scalar_t* b2
   at::parallel_for(0, pairs, kGrain, [&](int64_t begin, int64_t end) {
     for (int64_t i = begin; i < end; ++i) {
       acc_t ga[D], gb[D];
-      diff_iou_rotated_math::pair_iou<D, scalar_t, acc_t>(b1 + i * D, b2 + i * D, static_cast<acc_t>(grad[i]), ga,
-                                                          gb);
+      diff_iou_rotated_math::pair_iou<D, scalar_t, acc_t>(b1 + i * D, b2 + i * D, static_cast<acc_t>(grad[i]), ga, gb);
       for (int k = 0; k < D; ++k) {
         g1[i * D + k] = static_cast<scalar_t>(ga[k]);
         g2[i * D + k] = static_cast<scalar_t>(gb[k]);
@@ -44,8 +43,7 @@ void backward_pairs(const scalar_t* grad, const scalar_t* b1, const scalar_t* b2
 
 } // namespace
 
-at::Tensor diff_iou_rotated_forward_cpu(const at::Tensor& box1, const at::Tensor& box2,
-                                        const DiffIouRotatedParams& p) {
+at::Tensor diff_iou_rotated_forward_cpu(const at::Tensor& box1, const at::Tensor& box2, const DiffIouRotatedParams& p) {
   const at::Tensor a = box1.contiguous();
   const at::Tensor b = box2.contiguous();
   at::Tensor out = at::empty({box1.size(0), box1.size(1)}, box1.options());
@@ -78,19 +76,19 @@ std::tuple<at::Tensor, at::Tensor> diff_iou_rotated_backward_cpu(const at::Tenso
   if (pairs == 0) {
     return {g1, g2};
   }
-  AT_DISPATCH_FLOATING_TYPES_AND2(
-      at::kHalf, at::kBFloat16, a.scalar_type(), "mmops::diff_iou_rotated backward (CPU)", [&] {
-        const scalar_t* pg = g.const_data_ptr<scalar_t>();
-        const scalar_t* pa = a.const_data_ptr<scalar_t>();
-        const scalar_t* pb = b.const_data_ptr<scalar_t>();
-        scalar_t* o1 = g1.mutable_data_ptr<scalar_t>();
-        scalar_t* o2 = g2.mutable_data_ptr<scalar_t>();
-        if (p.columns == 7) {
-          backward_pairs<7>(pg, pa, pb, pairs, o1, o2);
-        } else {
-          backward_pairs<5>(pg, pa, pb, pairs, o1, o2);
-        }
-      });
+  AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, a.scalar_type(), "mmops::diff_iou_rotated backward (CPU)",
+                                  [&] {
+                                    const scalar_t* pg = g.const_data_ptr<scalar_t>();
+                                    const scalar_t* pa = a.const_data_ptr<scalar_t>();
+                                    const scalar_t* pb = b.const_data_ptr<scalar_t>();
+                                    scalar_t* o1 = g1.mutable_data_ptr<scalar_t>();
+                                    scalar_t* o2 = g2.mutable_data_ptr<scalar_t>();
+                                    if (p.columns == 7) {
+                                      backward_pairs<7>(pg, pa, pb, pairs, o1, o2);
+                                    } else {
+                                      backward_pairs<5>(pg, pa, pb, pairs, o1, o2);
+                                    }
+                                  });
   return {g1, g2};
 }
 

@@ -61,9 +61,8 @@ __global__ void __launch_bounds__(kThreads)
 
 template <int D, typename scalar_t>
 __global__ void __launch_bounds__(kThreads)
-    backward_kernel(const scalar_t* __restrict__ grad, const scalar_t* __restrict__ b1,
-                    const scalar_t* __restrict__ b2, int64_t pairs, scalar_t* __restrict__ g1,
-                    scalar_t* __restrict__ g2) {
+    backward_kernel(const scalar_t* __restrict__ grad, const scalar_t* __restrict__ b1, const scalar_t* __restrict__ b2,
+                    int64_t pairs, scalar_t* __restrict__ g1, scalar_t* __restrict__ g2) {
   using acc_t = at::opmath_type<scalar_t>;
   __shared__ scalar_t s1[kThreads * D];
   __shared__ scalar_t s2[kThreads * D];
@@ -123,8 +122,8 @@ at::Tensor diff_iou_rotated_forward_cuda(const at::Tensor& box1, const at::Tenso
   return out;
 }
 
-std::tuple<at::Tensor, at::Tensor> diff_iou_rotated_backward_cuda(const at::Tensor& grad_output,
-                                                                  const at::Tensor& box1, const at::Tensor& box2,
+std::tuple<at::Tensor, at::Tensor> diff_iou_rotated_backward_cuda(const at::Tensor& grad_output, const at::Tensor& box1,
+                                                                  const at::Tensor& box2,
                                                                   const DiffIouRotatedParams& p) {
   const c10::cuda::CUDAGuard guard(box1.device());
   const at::Tensor g = grad_output.contiguous();

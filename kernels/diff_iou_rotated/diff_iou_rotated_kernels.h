@@ -17,20 +17,17 @@ namespace kernels {
 
 // [B, N] IoU of the aligned pairs box1[b, n], box2[b, n] ([B, N, columns]
 // each), in the boxes' dtype; computed in float (double for double).
-at::Tensor diff_iou_rotated_forward_cpu(const at::Tensor& box1, const at::Tensor& box2,
-                                        const DiffIouRotatedParams& p);
+at::Tensor diff_iou_rotated_forward_cpu(const at::Tensor& box1, const at::Tensor& box2, const DiffIouRotatedParams& p);
 
 // (grad_box1, grad_box2), [B, N, columns] each, for grad_output [B, N].
 std::tuple<at::Tensor, at::Tensor> diff_iou_rotated_backward_cpu(const at::Tensor& grad_output, const at::Tensor& box1,
-                                                                 const at::Tensor& box2,
-                                                                 const DiffIouRotatedParams& p);
+                                                                 const at::Tensor& box2, const DiffIouRotatedParams& p);
 
 #ifdef MMOPS_WITH_CUDA
-at::Tensor diff_iou_rotated_forward_cuda(const at::Tensor& box1, const at::Tensor& box2,
-                                         const DiffIouRotatedParams& p);
+at::Tensor diff_iou_rotated_forward_cuda(const at::Tensor& box1, const at::Tensor& box2, const DiffIouRotatedParams& p);
 
-std::tuple<at::Tensor, at::Tensor> diff_iou_rotated_backward_cuda(const at::Tensor& grad_output,
-                                                                  const at::Tensor& box1, const at::Tensor& box2,
+std::tuple<at::Tensor, at::Tensor> diff_iou_rotated_backward_cuda(const at::Tensor& grad_output, const at::Tensor& box1,
+                                                                  const at::Tensor& box2,
                                                                   const DiffIouRotatedParams& p);
 #endif
 

@@ -127,19 +127,30 @@ C10_HOST_DEVICE inline void clip_step(const Clip<T>& in, const Pair<T>& g, int e
   }
 }
 
-// The intersection polygon (n < 3: empty) and its signed area.
+// The intersection polygon (n < 3: empty) and its signed area. The four clip
+// steps ping-pong between `result` and one more buffer, unrolled, so that no
+// buffer is picked by a run-time index (and copied) on the GPU.
 template <typename T>
 C10_HOST_DEVICE inline T intersection(const Pair<T>& g, Clip<T>& result) {
-  Clip<T> buffers[2];
+  Clip<T> other;
+  result.n = 0;
   for (int k = 0; k < 4; ++k) {
-    buffers[0].push(Vertex<T>{g.c[k], static_cast<int8_t>(k), -1, -1, static_cast<int8_t>(k)});
+    result.push(Vertex<T>{g.c[k], static_cast<int8_t>(k), -1, -1, static_cast<int8_t>(k)});
   }
-  int current = 0;
-  for (int e = 0; e < 4 && buffers[current].n >= 3; ++e) {
-    clip_step(buffers[current], g, e, buffers[1 - current]);
-    current = 1 - current;
+  clip_step(result, g, 0, other);
+  if (other.n >= 3) {
+    clip_step(other, g, 1, result);
+    if (result.n >= 3) {
+      clip_step(result, g, 2, other);
+      if (other.n >= 3) {
+        clip_step(other, g, 3, result);
+      } else {
+        result.n = 0;
+      }
+    }
+  } else {
+    result.n = 0;
   }
-  result = buffers[current];
   if (result.n < 3) {
     result.n = 0;
     return T(0);

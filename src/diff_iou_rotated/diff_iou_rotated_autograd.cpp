@@ -33,10 +33,8 @@ class DiffIouRotatedFunction : public torch::autograd::Function<DiffIouRotatedFu
     const at::Tensor& grad_output = grad_outputs[0];
     detail::refuse_double_backward(forward_name(three_d), grad_output);
     const variable_list saved = ctx->get_saved_variables();
-    static const auto back2 =
-        detail::op_handle<DiffIouRotatedBackwardFn>("mmops::_diff_iou_rotated_2d_backward");
-    static const auto back3 =
-        detail::op_handle<DiffIouRotatedBackwardFn>("mmops::_diff_iou_rotated_3d_backward");
+    static const auto back2 = detail::op_handle<DiffIouRotatedBackwardFn>("mmops::_diff_iou_rotated_2d_backward");
+    static const auto back3 = detail::op_handle<DiffIouRotatedBackwardFn>("mmops::_diff_iou_rotated_3d_backward");
     auto [grad1, grad2] =
         three_d ? back3.call(grad_output, saved[0], saved[1]) : back2.call(grad_output, saved[0], saved[1]);
     // Gradients for (box1, box2, three_d).

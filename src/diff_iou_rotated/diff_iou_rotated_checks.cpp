@@ -31,10 +31,10 @@ DiffIouRotatedParams check_diff_iou_rotated(int64_t columns, const at::Tensor& b
   const char* second = columns == 7 ? "box3d2" : "box2";
   check_boxes(op, first, box1, columns);
   check_boxes(op, second, box2, columns);
-  TORCH_CHECK(box2.scalar_type() == box1.scalar_type(), op, "expected ", second, " to have the dtype of ", first,
-              " (", box1.scalar_type(), "), but got ", box2.scalar_type());
-  TORCH_CHECK(box2.device() == box1.device(), op, "expected ", second, " on the device of ", first, " (",
-              box1.device(), "), but got ", box2.device());
+  TORCH_CHECK(box2.scalar_type() == box1.scalar_type(), op, "expected ", second, " to have the dtype of ", first, " (",
+              box1.scalar_type(), "), but got ", box2.scalar_type());
+  TORCH_CHECK(box2.device() == box1.device(), op, "expected ", second, " on the device of ", first, " (", box1.device(),
+              "), but got ", box2.device());
   TORCH_SYM_CHECK(box1.sym_size(0).sym_eq(box2.sym_size(0)).sym_and(box1.sym_size(1).sym_eq(box2.sym_size(1))), op,
                   "expected ", second, " of the shape of ", first, " (aligned pairs) ", shape_of(box1), ", but got ",
                   shape_of(box2));
@@ -49,11 +49,10 @@ DiffIouRotatedParams check_diff_iou_rotated_backward(int64_t columns, const at::
               "expected grad_output to have the dtype and device of the boxes (", box1.scalar_type(), ", ",
               box1.device(), "), but got ", grad_output.scalar_type(), ", ", grad_output.device());
   TORCH_CHECK(grad_output.dim() == 2, op, "expected grad_output of shape [B, N], but got ", shape_of(grad_output));
-  TORCH_SYM_CHECK(grad_output.sym_size(0)
-                      .sym_eq(box1.sym_size(0))
-                      .sym_and(grad_output.sym_size(1).sym_eq(box1.sym_size(1))),
-                  op, "expected grad_output of shape [", box1.sym_size(0), ", ", box1.sym_size(1), "], but got ",
-                  shape_of(grad_output));
+  TORCH_SYM_CHECK(
+      grad_output.sym_size(0).sym_eq(box1.sym_size(0)).sym_and(grad_output.sym_size(1).sym_eq(box1.sym_size(1))), op,
+      "expected grad_output of shape [", box1.sym_size(0), ", ", box1.sym_size(1), "], but got ",
+      shape_of(grad_output));
   return p;
 }
 

@@ -19,8 +19,7 @@ std::pair<at::Tensor, at::Tensor> random_pairs(int64_t n, bool three_d, double s
   const auto options = at::TensorOptions().dtype(at::kDouble);
   const int64_t dims = three_d ? 3 : 2;
   auto boxes = [&](const at::Tensor& centre) {
-    return at::cat({centre, at::rand({1, n, dims}, options) * 5 + 1, (at::rand({1, n, 1}, options) * 2 - 1) * M_PI},
-                   2);
+    return at::cat({centre, at::rand({1, n, dims}, options) * 5 + 1, (at::rand({1, n, 1}, options) * 2 - 1) * M_PI}, 2);
   };
   const at::Tensor centre = at::rand({1, n, dims}, options) * 10;
   return {boxes(centre), boxes(centre + (at::rand({1, n, dims}, options) * 2 - 1) * spread)};
@@ -33,16 +32,16 @@ at::Tensor call(bool three_d, const at::Tensor& a, const at::Tensor& b) {
 TEST(DiffIouRotated, MmcvKnownVectors) {
   const double q = M_PI / 4, r = M_PI / 2;
   const at::Tensor b1 = at::tensor({0.5, 0.5, 1.0, 1.0, 0.0}).repeat({5}).reshape({1, 5, 5});
-  const at::Tensor b2 = at::tensor({0.5, 0.5, 1.0, 1.0, 0.0, 0.5, 0.5, 1.0, 1.0, r, 0.5, 0.5, 1.0, 1.0, q,
-                                    1.0, 1.0, 1.0, 1.0, 0.0, 1.5, 1.5, 1.0, 1.0, 0.0})
+  const at::Tensor b2 = at::tensor({0.5, 0.5, 1.0, 1.0, 0.0, 0.5, 0.5, 1.0, 1.0, r,   0.5, 0.5, 1.0,
+                                    1.0, q,   1.0, 1.0, 1.0, 1.0, 0.0, 1.5, 1.5, 1.0, 1.0, 0.0})
                             .reshape({1, 5, 5});
   EXPECT_TRUE(at::allclose(mmops::diff_iou_rotated_2d(b1.to(at::kFloat), b2.to(at::kFloat)),
                            at::tensor({1.0, 1.0, 0.7071, 1.0 / 7, 0.0}, at::kFloat).reshape({1, 5}), 0, 1e-4));
   const at::Tensor c1 = at::tensor({0.5, 0.5, 0.5, 1.0, 1.0, 1.0, 0.0}).repeat({5}).reshape({1, 5, 7});
-  const at::Tensor c2 = at::tensor({0.5, 0.5, 0.5, 1.0, 1.0, 1.0, 0.0, 0.5, 0.5, 0.5, 1.0, 1.0, 2.0, r,
-                                    0.5, 0.5, 0.5, 1.0, 1.0, 1.0, q,   1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 0.0,
-                                    -1.5, -1.5, -1.5, 2.5, 2.5, 2.5, 0.0})
-                            .reshape({1, 5, 7});
+  const at::Tensor c2 =
+      at::tensor({0.5, 0.5, 0.5, 1.0, 1.0, 1.0, 0.0, 0.5, 0.5, 0.5, 1.0,  1.0,  2.0,  r,   0.5, 0.5, 0.5, 1.0,
+                  1.0, 1.0, q,   1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 0.0, -1.5, -1.5, -1.5, 2.5, 2.5, 2.5, 0.0})
+          .reshape({1, 5, 7});
   EXPECT_TRUE(at::allclose(mmops::diff_iou_rotated_3d(c1, c2),
                            at::tensor({1.0, 0.5, 0.7071, 1.0 / 15, 0.0}, at::kDouble).reshape({1, 5}), 0, 1e-4));
 }

@@ -1,12 +1,12 @@
 """References of diff_iou_rotated_2d / _3d that tests and benchmarks share.
 
-  * exact_iou_2d / exact_iou_3d: the exact (Fraction) IoU of float64 boxes,
-    through polygon_reference (no torch in the geometry);
-  * composite_iou_2d / composite_iou_3d: the candidate-vertex method in plain
-    torch ops, differentiable by autograd (the benchmark's baseline and an
-    independent gradient check): corners of each box inside the other plus
-    the edge-edge crossings, sorted by angle around their mean, then the
-    shoelace formula.
+* exact_iou_2d / exact_iou_3d: the exact (Fraction) IoU of float64 boxes,
+  through polygon_reference (no torch in the geometry);
+* composite_iou_2d / composite_iou_3d: the candidate-vertex method in plain
+  torch ops, differentiable by autograd (the benchmark's baseline and an
+  independent gradient check): corners of each box inside the other plus
+  the edge-edge crossings, sorted by angle around their mean, then the
+  shoelace formula.
 """
 
 import math
@@ -100,13 +100,14 @@ def composite_inter_2d(box1: Tensor, box2: Tensor) -> Tensor:
     """The intersection area of aligned [..., 5] boxes, by autograd-friendly torch ops."""
     c1, c2 = box_corners(box1), box_corners(box2)
     in1, in2 = _inside(c1, c2), _inside(c2, c1)
-    same = (c2[..., None, :, :] == c1[..., :, None, :]).all(-1).any(-2)  # corners of 2 equal to one of 1
+    # coincident corners (as mmcv's check_overlap): kept once, as box1's
+    same = (c1[..., :, None, :] == c2[..., None, :, :]).all(-1)  # [..., 4 of box1, 4 of box2]
     points, crossing = _crossings(c1, c2)
     vertices = torch.cat([c1, c2, points], dim=-2)  # [..., 24, 2]
-    mask = torch.cat([in1, in2 & ~same, crossing], dim=-1)
+    mask = torch.cat([in1 | same.any(-1), in2 & ~same.any(-2), crossing], dim=-1)
     count = mask.sum(-1, keepdim=True)
     weights = mask.to(vertices.dtype)
-    mean = (vertices * weights[..., None]).sum(-2) / count.clamp(min=1)[..., None]
+    mean = (vertices * weights[..., None]).sum(-2) / count.clamp(min=1)
     rel = vertices - mean[..., None, :]
     angle = torch.atan2(rel[..., 1], rel[..., 0]).detach()
     angle = torch.where(mask, angle, torch.full_like(angle, 10.0))  # invalid ones last

@@ -51,8 +51,12 @@ def _empty(three_d):
     def empty(device, dtype):
         z = torch.zeros
         return [
-            Sample((z(0, 3, d, dtype=dtype, device=device), z(0, 3, d, dtype=dtype, device=device)), out_shapes=[(0, 3)]),
-            Sample((z(2, 0, d, dtype=dtype, device=device), z(2, 0, d, dtype=dtype, device=device)), out_shapes=[(2, 0)]),
+            Sample(
+                (z(0, 3, d, dtype=dtype, device=device), z(0, 3, d, dtype=dtype, device=device)), out_shapes=[(0, 3)]
+            ),
+            Sample(
+                (z(2, 0, d, dtype=dtype, device=device), z(2, 0, d, dtype=dtype, device=device)), out_shapes=[(2, 0)]
+            ),
         ]
 
     return empty
@@ -76,7 +80,9 @@ def _helpers(three_d):
     def helpers(sample):
         b1, b2 = sample.args
         go = torch.randn(b1.shape[:2], dtype=b1.dtype)
-        backward = torch.ops.mmops._diff_iou_rotated_3d_backward if three_d else torch.ops.mmops._diff_iou_rotated_2d_backward
+        backward = (
+            torch.ops.mmops._diff_iou_rotated_3d_backward if three_d else torch.ops.mmops._diff_iou_rotated_2d_backward
+        )
         return [(backward, (go, b1, b2))]
 
     return helpers
@@ -247,7 +253,9 @@ def test_gradient_matches_composite_autograd(three_d):
     b1, b2 = random_pairs(3, 200, three_d=three_d, seed=31, spread=2.0)
     b1.requires_grad_(True)
     b2.requires_grad_(True)
-    fn, comp = (mmops.diff_iou_rotated_3d, composite_iou_3d) if three_d else (mmops.diff_iou_rotated_2d, composite_iou_2d)
+    fn, comp = (
+        (mmops.diff_iou_rotated_3d, composite_iou_3d) if three_d else (mmops.diff_iou_rotated_2d, composite_iou_2d)
+    )
     weight = torch.rand(3, 200, dtype=torch.float64, generator=torch.Generator().manual_seed(1))
     got = torch.autograd.grad((fn(b1, b2) * weight).sum(), (b1, b2))
     ref = torch.autograd.grad((comp(b1, b2) * weight).sum(), (b1, b2))
@@ -269,9 +277,7 @@ def test_gradient_matches_exact_finite_differences(three_d):
                 plus[k] += h
                 minus[k] -= h
                 o = other[0, j].detach()
-                fd = (
-                    (exact(plus, o) - exact(minus, o)) if first else (exact(o, plus) - exact(o, minus))
-                ) / (2 * h)
+                fd = ((exact(plus, o) - exact(minus, o)) if first else (exact(o, plus) - exact(o, minus))) / (2 * h)
                 assert abs(grad[0, j, k].item() - fd) < 1e-6, (j, k, grad[0, j, k].item(), fd)
 
 
@@ -312,8 +318,10 @@ def test_identical_boxes_3d():
     out, g1, g2 = _grads(mmops.diff_iou_rotated_3d, b, b)
     assert (out == 1).all()
     assert torch.isfinite(g1).all() and torch.isfinite(g2).all()
-    # the z extents tie: each box gets half of the z overlap's gradient
-    torch.testing.assert_close(g1[..., 5] + g2[..., 5], torch.zeros(1, 1, dtype=torch.float64), atol=1e-12, rtol=0)
+    # the z extents tie: min / max split their gradient evenly, so l and z get
+    # 0 (between the one-sided derivatives -1/l and +1/l)
+    for g in (g1, g2):
+        torch.testing.assert_close(g[..., [2, 5]], torch.zeros(1, 1, 2, dtype=torch.float64), atol=1e-12, rtol=0)
 
 
 def test_degenerate_and_nonfinite_boxes():
@@ -343,8 +351,12 @@ def test_degenerate_3d():
 
 
 def test_separated_and_touching_boxes():
-    b1 = torch.tensor([[[0.0, 0.0, 2.0, 2.0, 0.0], [0.0, 0.0, 2.0, 2.0, 0.0], [0.0, 0.0, 2.0, 2.0, 0.0]]], dtype=torch.float64)
-    b2 = torch.tensor([[[5.0, 0.0, 2.0, 2.0, 0.4], [2.0, 0.0, 2.0, 2.0, 0.0], [2.0, 2.0, 2.0, 2.0, 0.0]]], dtype=torch.float64)
+    b1 = torch.tensor(
+        [[[0.0, 0.0, 2.0, 2.0, 0.0], [0.0, 0.0, 2.0, 2.0, 0.0], [0.0, 0.0, 2.0, 2.0, 0.0]]], dtype=torch.float64
+    )
+    b2 = torch.tensor(
+        [[[5.0, 0.0, 2.0, 2.0, 0.4], [2.0, 0.0, 2.0, 2.0, 0.0], [2.0, 2.0, 2.0, 2.0, 0.0]]], dtype=torch.float64
+    )
     out, g1, g2 = _grads(mmops.diff_iou_rotated_2d, b1, b2)
     assert (out == 0).all()
     assert torch.isfinite(g1).all() and torch.isfinite(g2).all()
@@ -363,7 +375,9 @@ def test_right_angles(angle):
 def test_corner_on_edge_is_finite():
     # box2's corner exactly on box1's edge, and collinear edges
     b1 = torch.tensor([[[0.0, 0.0, 2.0, 2.0, 0.0], [0.0, 0.0, 2.0, 2.0, 0.0]]], dtype=torch.float64)
-    b2 = torch.tensor([[[1.0 + math.sqrt(0.5), 0.0, 1.0, 1.0, math.pi / 4], [1.0, 0.5, 2.0, 1.0, 0.0]]], dtype=torch.float64)
+    b2 = torch.tensor(
+        [[[1.0 + math.sqrt(0.5), 0.0, 1.0, 1.0, math.pi / 4], [1.0, 0.5, 2.0, 1.0, 0.0]]], dtype=torch.float64
+    )
     out, g1, g2 = _grads(mmops.diff_iou_rotated_2d, b1, b2)
     ref = [exact_iou_2d(b1[0, j], b2[0, j]) for j in range(2)]
     torch.testing.assert_close(out[0], torch.tensor(ref, dtype=torch.float64), rtol=1e-12, atol=1e-12)
