@@ -38,7 +38,7 @@ def random_pairs(b, n, *, three_d=False, dtype=torch.float64, seed=0, spread=3.0
 
 def _sample(three_d):
     def sample(device, dtype, size):
-        b, n = (2, 5) if size == 0 else (3, 4)
+        b, n = (2, 6) if size == 0 else (3, 4)  # no size equal to the column count (duck sizing)
         b1, b2 = random_pairs(b, n, three_d=three_d, dtype=dtype, seed=21 + size, device=device)
         return Sample((b1, b2))
 
@@ -106,7 +106,7 @@ class _IoULoss3d(torch.nn.Module):
         self.iou = mmops.DiffIoURotated3d()
 
     def forward(self, b1: torch.Tensor, b2: torch.Tensor):
-        return (1 - self.iou(b1 * 1.0, b2)).sum(), mmops.diff_iou_rotated_3d(b2, b1)
+        return (1 - self.iou(b1 * 1.0, b2)).sum(), mmops.diff_iou_rotated_3d(b2, b1) + op3(b1, b2)
 
 
 def _bad_inputs(three_d):
@@ -389,7 +389,7 @@ def test_far_from_origin():
     far1, far2 = b1.clone(), b2.clone()
     far1[..., :2] += 1e4
     far2[..., :2] += 1e4
-    exact = torch.tensor([[exact_iou_2d(far1[0, j].double(), far2[0, j].double()) for j in range(50)]])
+    exact = torch.tensor([[exact_iou_2d(far1[0, j].double(), far2[0, j].double()) for j in range(50)]], dtype=torch.float64)
     torch.testing.assert_close(mmops.diff_iou_rotated_2d(far1, far2).double(), exact, rtol=0, atol=1e-4)
 
 
