@@ -192,6 +192,7 @@ def test_extreme_and_invalid_arguments(worker, op, position, name, make):
 
 
 def _references():
+    import diff_iou_rotated_reference  # --- diff_iou_rotated ---
     import test_bbox_overlaps as bo
     import test_deform_conv as dc
     import test_focal_loss as fl
@@ -222,6 +223,9 @@ def _references():
         "mmops::carafe": carafe_reference,
         "mmops::masked_conv2d": mc.reference,
         "mmops::deform_roi_pool": deform_roi_pool_reference,
+        # --- diff_iou_rotated ---
+        "mmops::diff_iou_rotated_2d": diff_iou_rotated_reference.composite_iou_2d,
+        "mmops::diff_iou_rotated_3d": diff_iou_rotated_reference.composite_iou_3d,
     }
 
 

@@ -46,6 +46,13 @@ _FUNCTION_ROUTES: List[Tuple[str, str, Any]] = [
 _METHOD_ROUTES: List[Tuple[str, str, str, Any]] = [
     ("mmcv.ops.multi_scale_deform_attn", "MultiScaleDeformableAttention", "forward", _routes.msda_forward),
 ]
+# (mmcv module, module-level function, replacement): the function is replaced
+# wherever an mmcv module bound it (e.g. mmcv.ops re-exports it)
+_MODULE_FUNCTION_ROUTES: List[Tuple[str, str, Any]] = [
+    # --- diff_iou_rotated ---
+    ("mmcv.ops.diff_iou_rotated", "diff_iou_rotated_2d", _routes.diff_iou_rotated_2d),
+    ("mmcv.ops.diff_iou_rotated", "diff_iou_rotated_3d", _routes.diff_iou_rotated_3d),
+]
 
 _MISSING = object()
 _undo: List[Tuple[Any, str, Any]] = []  # (owner, attribute, original) to restore
@@ -85,6 +92,14 @@ def _route(ops_module: Any) -> None:
         _set(module, attr, replacement)
     for module_name, class_name, method, replacement in _METHOD_ROUTES:
         _set(getattr(importlib.import_module(module_name), class_name), method, replacement)
+    originals = [(getattr(importlib.import_module(m), f), r) for m, f, r in _MODULE_FUNCTION_ROUTES]
+    for name, module in list(sys.modules.items()):
+        if module is None or not (name == "mmcv" or name.startswith("mmcv.")):
+            continue
+        for attr, value in list(vars(module).items()):
+            for original, replacement in originals:
+                if value is original:
+                    _set(module, attr, replacement)
     _set(ops_module, "__mmops_routed__", True)
 
 
@@ -160,7 +175,11 @@ def is_installed() -> bool:
 
 def routed_ops() -> List[str]:
     """The mmcv Functions and methods the bridge sends to mmops."""
-    return [f"{m}.{c}" for m, c, _ in _FUNCTION_ROUTES] + [f"{m}.{c}.{f}" for m, c, f, _ in _METHOD_ROUTES]
+    return (
+        [f"{m}.{c}" for m, c, _ in _FUNCTION_ROUTES]
+        + [f"{m}.{c}.{f}" for m, c, f, _ in _METHOD_ROUTES]
+        + [f"{m}.{f}" for m, f, _ in _MODULE_FUNCTION_ROUTES]
+    )
 
 
 install()

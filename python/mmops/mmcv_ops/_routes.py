@@ -221,3 +221,17 @@ def rotated_feature_align(
 
 def active_rotated_filter(input: Tensor, indices: Tensor) -> Tensor:
     return torch.ops.mmops.active_rotated_filter(input, indices)
+# --- diff_iou_rotated ---
+def diff_iou_rotated_2d(box1: Tensor, box2: Tensor) -> Tensor:
+    """mmcv.ops.diff_iou_rotated_2d on every device through mmops's op (mmcv's
+    composite needs its CUDA-only vertex-sorting kernel)."""
+    from mmops.diff_iou_rotated import diff_iou_rotated_2d as run
+
+    return run(box1, box2)
+
+
+def diff_iou_rotated_3d(box3d1: Tensor, box3d2: Tensor) -> Tensor:
+    """mmcv.ops.diff_iou_rotated_3d through mmops's op, as diff_iou_rotated_2d."""
+    from mmops.diff_iou_rotated import diff_iou_rotated_3d as run
+
+    return run(box3d1, box3d2)
