@@ -160,7 +160,7 @@ class _ConvexNet(torch.nn.Module):
 
     def forward(self, pointsets: torch.Tensor, polygons: torch.Tensor):
         ious = mmops.convex_iou(pointsets.detach(), polygons)  # assignment: no gradient
-        giou, grad = mmops.convex_giou(pointsets * 1.0, polygons)
+        giou, grad = giou_op(pointsets * 1.0, polygons)
         return ious, giou, self.loss(pointsets, polygons)
 
 
