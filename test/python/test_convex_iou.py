@@ -159,8 +159,8 @@ class _ConvexNet(torch.nn.Module):
         self.loss = mmops.ConvexGIoULoss(reduction="sum", loss_weight=0.5)
 
     def forward(self, pointsets: torch.Tensor, polygons: torch.Tensor):
-        ious = mmops.convex_iou(pointsets, polygons)
-        giou, grad = mmops.convex_giou(pointsets * 1.0, polygons)
+        ious = mmops.convex_iou(pointsets.detach(), polygons)  # assignment: no gradient
+        giou, grad = giou_op(pointsets * 1.0, polygons)
         return ious, giou, self.loss(pointsets, polygons)
 
 
