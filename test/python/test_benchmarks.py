@@ -33,6 +33,7 @@ SMALL_RUNS = {
     "nms_match": ["--cases", "uniform", "--sizes", "300"],
     "roi_align": ["--cases", "box", "--layouts", "contiguous"],
     "roi_pool": ["--layouts", "contiguous"],
+    "roi_align_rotated": ["--cases", "rotated_uniform", "--layouts", "contiguous", "--ratios", "2"],
 }
 FIELDS = {"benchmark", "device", "op", "dtype", "case", "baseline", "times_ms", "ratios", "check"}
 
