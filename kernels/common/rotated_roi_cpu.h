@@ -65,7 +65,7 @@ void forward_typed(const at::Tensor& input, const at::Tensor& rois, at::Tensor& 
       }
       const auto r = rotated_roi::make_roi(roi_values, batch, p);
       scalar_t* dst = out + k * channels * bins + bin;
-      if (r.batch < 0 || r.inv_count == acc_t(0)) {
+      if (r.batch < 0 || r.inv_count == acc_t(0) || plane == 0) { // an empty map reads nothing
         for (int64_t c = 0; c < channels; ++c) {
           dst[c * bins] = scalar_t(0);
         }

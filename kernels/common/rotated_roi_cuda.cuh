@@ -86,7 +86,8 @@ __global__ void __launch_bounds__(kThreads)
   const int64_t co = c0 + lane;
   const int64_t bins = p.pooled_height * p.pooled_width;
   const rotated_roi::Roi<acc_t> r = load_roi<acc_t>(rois, k, batch, p);
-  const bool active = co < channels && r.batch >= 0 && r.inv_count != acc_t(0);
+  // an empty map reads nothing (a tap of weight 0 still reads offset 0)
+  const bool active = co < channels && r.batch >= 0 && r.inv_count != acc_t(0) && height > 0 && width > 0;
   const rotated_roi::SourceChannels src = rotated_roi::source_channels(active ? co : 0, r, p);
   const scalar_t* image = input + (active ? r.batch : 0) * height * width * channels;
   for (int64_t bin0 = 0; bin0 < bins; bin0 += kBinChunk) {
@@ -209,7 +210,9 @@ __global__ void __launch_bounds__(32)
           const Corners<acc_t> c = rotated_roi::sample_taps(r, ph, pw, iy, ix, height, width);
 #pragma unroll
           for (int j = 0; j < 4; ++j) {
-            pixels[c.offset[j] * channels] += g * c.weight[j];
+            if (c.weight[j] != acc_t(0)) {
+              pixels[c.offset[j] * channels] += g * c.weight[j];
+            }
           }
         }
       }

@@ -35,7 +35,7 @@ TEST(RoIAlignRotated, ThetaZeroIsRoIAlign) {
   const at::Tensor input = at::randn({2, 3, 9, 11}, at::kDouble);
   const at::Tensor rois = rotated_roi({0, 4.2, 3.1, 5.5, 4.4, 0, 1, 6.0, 5.0, 3.3, 6.1, 0});
   const at::Tensor boxes =
-      at::tensor({0, 1.45, 0.9, 6.95, 5.3, 1, 4.35, 1.95, 7.65, 8.05}, at::kDouble).reshape({-1, 5});
+      at::tensor({0.0, 1.45, 0.9, 6.95, 5.3, 1.0, 4.35, 1.95, 7.65, 8.05}, at::kDouble).reshape({-1, 5});
   const at::Tensor out = mmops::roi_align_rotated(input, rois, {3, 2}, 1.0, 0, true, false);
   const at::Tensor expected = mmops::roi_align(input, boxes, {3, 2}, 1.0, 0, "avg", true);
   EXPECT_TRUE(at::allclose(out, expected, 1e-10, 1e-10));

@@ -40,6 +40,7 @@ SMALL_RUNS = {
     # --- rotated_feature_align, active_rotated_filter ---
     "rotated_feature_align": ["--cases", "s64", "--distributions", "clustered", "--points", "5"],
     "active_rotated_filter": ["--cases", "16x16", "--tables", "orn"],
+    "roi_align_rotated": ["--cases", "rotated_uniform", "--layouts", "contiguous", "--ratios", "2"],
 }
 FIELDS = {"benchmark", "device", "op", "dtype", "case", "baseline", "times_ms", "ratios", "check"}
 

@@ -16,7 +16,7 @@ import mmops
 op = torch.ops.mmops.roi_align_rotated
 
 
-def rotated_rois(num_rois, batch, height, width, dtype=torch.float32, spatial_scale=1.0, seed=None):
+def rotated_rois(num_rois, batch, height, width, dtype=torch.float32, spatial_scale=1.0, seed=None, device="cpu"):
     """[K, 6] (batch_index, cx, cy, w, h, theta) in image coordinates: centres over the map
     (some near or past its border), sides 0.5 to 0.7 of the map, any angle."""
     g = torch.Generator().manual_seed(seed) if seed is not None else None
@@ -25,7 +25,7 @@ def rotated_rois(num_rois, batch, height, width, dtype=torch.float32, spatial_sc
     sides = (torch.rand(num_rois, 2, generator=g, dtype=torch.float64) * 0.6 + 0.1) * size
     theta = (torch.rand(num_rois, 1, generator=g, dtype=torch.float64) * 2 - 1) * math.pi
     index = torch.randint(0, batch, (num_rois, 1), generator=g).double()
-    return torch.cat([index, centre, sides, theta], 1).to(dtype)
+    return torch.cat([index, centre, sides, theta], 1).to(device=device, dtype=dtype)
 
 
 def grad_of(x, rois, go, *args):
@@ -46,7 +46,7 @@ def ref_grad(x, rois, go, *args):
 
 
 def _sample(device, dtype, size):
-    (N, C, H, W), K = ((2, 3, 10, 12), 6) if size == 0 else ((3, 4, 14, 9), 9)
+    (N, C, H, W), K = ((2, 3, 10, 12), 7) if size == 0 else ((3, 4, 14, 9), 9)  # K != 6 (the columns)
     torch.manual_seed(20 + size)
     x = torch.randn(N, C, H, W, dtype=dtype)
     rois = rotated_rois(K, N, H, W, dtype=dtype, spatial_scale=0.5)
@@ -273,7 +273,9 @@ def _axis_aligned(rois):
 def test_theta_zero_equals_roi_align(sr, aligned):
     torch.manual_seed(4)
     x = torch.randn(2, 4, 13, 17, dtype=torch.float64)
-    rois = rotated_rois(10, 2, 13, 17, dtype=torch.float64)
+    # sides of at least 1.3 pixels after scaling: the legacy (unaligned) clamp to 1 x 1 grows
+    # a smaller box about its centre here but from its corner in roi_align
+    rois = rotated_rois(10, 2, 13, 17, dtype=torch.float64, spatial_scale=0.5)
     rois[:, 5] = 0
     out = op(x, rois, [3, 4], 0.5, sr, aligned, False)
     exp = mmops.roi_align(x, _axis_aligned(rois), [3, 4], 0.5, sr, "avg", aligned)
