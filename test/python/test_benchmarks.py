@@ -33,6 +33,8 @@ SMALL_RUNS = {
     "nms_match": ["--cases", "uniform", "--sizes", "300"],
     "roi_align": ["--cases", "box", "--layouts", "contiguous"],
     "roi_pool": ["--layouts", "contiguous"],
+    # --- diff_iou_rotated ---
+    "diff_iou_rotated": ["--cases", "diff_iou_rotated_2d", "--distributions", "overlap"],
 }
 FIELDS = {"benchmark", "device", "op", "dtype", "case", "baseline", "times_ms", "ratios", "check"}
 
