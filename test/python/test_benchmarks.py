@@ -41,6 +41,8 @@ SMALL_RUNS = {
     "rotated_feature_align": ["--cases", "s64", "--distributions", "clustered", "--points", "5"],
     "active_rotated_filter": ["--cases", "16x16", "--tables", "orn"],
     "roi_align_rotated": ["--cases", "rotated_uniform", "--layouts", "contiguous", "--ratios", "2"],
+    # --- diff_iou_rotated ---
+    "diff_iou_rotated": ["--cases", "diff_iou_rotated_2d", "--distributions", "overlap"],
 }
 FIELDS = {"benchmark", "device", "op", "dtype", "case", "baseline", "times_ms", "ratios", "check"}
 

@@ -389,7 +389,9 @@ def test_far_from_origin():
     far1, far2 = b1.clone(), b2.clone()
     far1[..., :2] += 1e4
     far2[..., :2] += 1e4
-    exact = torch.tensor([[exact_iou_2d(far1[0, j].double(), far2[0, j].double()) for j in range(50)]], dtype=torch.float64)
+    exact = torch.tensor(
+        [[exact_iou_2d(far1[0, j].double(), far2[0, j].double()) for j in range(50)]], dtype=torch.float64
+    )
     torch.testing.assert_close(mmops.diff_iou_rotated_2d(far1, far2).double(), exact, rtol=0, atol=1e-4)
 
 
