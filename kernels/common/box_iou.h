@@ -15,6 +15,8 @@
 
 #include <c10/macros/Macros.h>
 
+#include "host_device_math.h"
+
 #include <cstdint>
 #include <type_traits>
 
@@ -67,24 +69,7 @@ C10_HOST_DEVICE inline T quiet_nan() {
   return zero / zero;
 }
 
-// a * b rounded once, never fused into a neighbouring add (nvcc contracts
-// a * b + c into an FMA by default; the host compiler, in ISO C++ mode, does
-// not): CPU and CUDA then compute bitwise the same IoU, so they keep the
-// same boxes even at the threshold.
-template <typename T>
-C10_HOST_DEVICE inline T mul_rn(T a, T b) {
-#if defined(__CUDA_ARCH__)
-  if constexpr (std::is_same_v<T, float>) {
-    return __fmul_rn(a, b);
-  } else if constexpr (std::is_same_v<T, double>) {
-    return __dmul_rn(a, b);
-  } else {
-    return a * b;
-  }
-#else
-  return a * b;
-#endif
-}
+using host_device_math::mul_rn;
 
 // Area of a box, or NaN when a coordinate is not finite (the box overlaps nothing).
 template <typename T>

@@ -7,6 +7,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <type_traits>
 
 namespace mmops {
 namespace host_device_math {
@@ -51,6 +52,24 @@ MMOPS_UNARY_HOST_DEVICE_FN(sqrt_of, sqrt)
 MMOPS_UNARY_HOST_DEVICE_FN(abs_of, fabs)
 #undef MMOPS_UNARY_HOST_DEVICE_FN
 #undef MMOPS_HOST_DEVICE_FN
+
+// a * b rounded once, never fused into a neighbouring add (nvcc contracts
+// a * b + c into an FMA by default; the host compiler, in ISO C++ mode, does
+// not): CPU and CUDA then compute bitwise the same value from the same inputs.
+template <typename T>
+C10_HOST_DEVICE inline T mul_rn(T a, T b) {
+#if defined(__CUDA_ARCH__)
+  if constexpr (std::is_same_v<T, float>) {
+    return __fmul_rn(a, b);
+  } else if constexpr (std::is_same_v<T, double>) {
+    return __dmul_rn(a, b);
+  } else {
+    return a * b;
+  }
+#else
+  return a * b;
+#endif
+}
 
 // Index of the image a roi belongs to (rois[k, 0]), or -1 if the value is not
 // in [0, batch_size).

@@ -50,7 +50,9 @@ struct Polygon {
 // (a - o) x (b - o): positive when o -> a -> b turns left.
 template <typename T>
 C10_HOST_DEVICE inline T cross(const Point<T>& o, const Point<T>& a, const Point<T>& b) {
-  return (a.x - o.x) * (b.y - o.y) - (a.y - o.y) * (b.x - o.x);
+  // Each product rounded on its own (no FMA on the GPU): a vertex that lies
+  // on an edge then gives exactly 0 on every device.
+  return host_device_math::mul_rn(a.x - o.x, b.y - o.y) - host_device_math::mul_rn(a.y - o.y, b.x - o.x);
 }
 
 // Signed area (positive for counter-clockwise), summed as a fan from the first
