@@ -222,6 +222,20 @@ def _references():
         "mmops::carafe": carafe_reference,
         "mmops::masked_conv2d": mc.reference,
         "mmops::deform_roi_pool": deform_roi_pool_reference,
+        # --- box_iou_rotated / nms_rotated ---
+        **_rotated_references(),
+    }
+
+
+def _rotated_references():
+    import test_box_iou_rotated as bir
+    import test_nms_rotated as nr
+
+    return {
+        "mmops::box_iou_rotated": bir.rotated_ref,
+        "mmops::box_iou_quadri": bir.quadri_ref,
+        "mmops::nms_rotated": nr.nms_ref,
+        "mmops::nms_quadri": lambda b, s, t, labels: nr.nms_ref(b, s, t, labels),
     }
 
 
