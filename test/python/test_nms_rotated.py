@@ -104,12 +104,15 @@ def _empty(cols, extra):
     return empty
 
 
-def _away_from_ious(boxes, quadri, candidates, margin=1e-5):
-    """The first threshold of candidates with no nonzero IoU of the boxes within margin:
-    an IoU an ulp apart on the two devices (their sin/cos, FMA) then cannot flip a decision."""
+def _nonzero_ious(boxes, quadri):
     b = boxes.double()
     iou = torch.ops.mmops.box_iou_quadri(b, b) if quadri else torch.ops.mmops.box_iou_rotated(b, b)
-    iou = iou[iou != 0]
+    return iou[iou != 0]
+
+
+def _away_from_ious(iou, candidates, margin=1e-5):
+    """The first threshold of candidates with no (nonzero) IoU within margin: an IoU an ulp
+    apart on the two devices (their sin/cos, FMA) then cannot flip a decision."""
     for thr in candidates:
         if not bool(((iou - thr).abs() < margin).any()):
             return thr
@@ -123,9 +126,9 @@ def _cuda_samples(quadri, with_labels):
         for n in (1, 63, 64, 65, 1000, 3000):
             boxes, scores = clustered(n, objects=max(1, n // 20), image=300.0, seed=n, dtype=dtype)
             labels = torch.randint(0, 4, (n,), generator=torch.Generator().manual_seed(n)) if with_labels else None
+            iou = _nonzero_ious(corners(boxes).to(dtype) if quadri else boxes, quadri)
             for base in (-0.1, 0.0, 0.3, 0.7):
-                shape = corners(boxes).to(dtype) if quadri else boxes
-                thr = base if base <= 0 else _away_from_ious(shape, quadri, [base + 1e-4 * k for k in range(50)])
+                thr = base if base <= 0 else _away_from_ious(iou, [base + 1e-4 * k for k in range(50)])
                 if quadri:
                     yield Sample((corners(boxes).to(dtype), scores, thr, labels))
                 else:

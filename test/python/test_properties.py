@@ -226,6 +226,20 @@ def _references():
         # --- diff_iou_rotated ---
         "mmops::diff_iou_rotated_2d": diff_iou_rotated_reference.composite_iou_2d,
         "mmops::diff_iou_rotated_3d": diff_iou_rotated_reference.composite_iou_3d,
+        # --- box_iou_rotated / nms_rotated ---
+        **_rotated_references(),
+    }
+
+
+def _rotated_references():
+    import test_box_iou_rotated as bir
+    import test_nms_rotated as nr
+
+    return {
+        "mmops::box_iou_rotated": bir.rotated_ref,
+        "mmops::box_iou_quadri": bir.quadri_ref,
+        "mmops::nms_rotated": nr.nms_ref,
+        "mmops::nms_quadri": lambda b, s, t, labels: nr.nms_ref(b, s, t, labels),
     }
 
 
