@@ -19,8 +19,10 @@ import sys
 from dataclasses import dataclass
 
 import torch
+from bench_common import FwdBwdRow, ListOption, benchmark_main, rel_err  # test/python on the path
+
+# isort: split
 from active_rotated_filter_reference import active_rotated_filter_ref, orn_indices
-from bench_common import FwdBwdRow, ListOption, benchmark_main, rel_err
 
 DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
 TABLES = ("orn", "random")

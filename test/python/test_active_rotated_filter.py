@@ -25,7 +25,7 @@ def permutation_indices(o, h, w, r, generator=None, dtype=torch.int32):
 
 
 def _sample(device, dtype, size):
-    (op_, ip, o, k, r) = (3, 2, 4, 3, 4) if size == 0 else (2, 5, 2, 1, 3)
+    (op_, ip, o, k, r) = (6, 2, 4, 3, 5) if size == 0 else (7, 3, 2, 4, 6)  # no two sizes equal
     g = torch.Generator().manual_seed(40 + size)
     x = torch.randn(op_, ip, o, k, k, dtype=torch.float64, generator=g).to(dtype)
     idx = permutation_indices(o, k, k, r, g)
@@ -48,7 +48,8 @@ class _Net(torch.nn.Module):
         self.arf = mmops.ActiveRotatedFilter()
 
     def forward(self, x: torch.Tensor, indices: torch.Tensor):
-        return self.arf(x * 2.0, indices).sin() + mmops.active_rotated_filter(x, indices)
+        both = self.arf(x * 2.0, indices).sin() + mmops.active_rotated_filter(x, indices)
+        return both, torch.ops.mmops.active_rotated_filter(x * 0.5, indices)
 
 
 def _helpers(sample):
