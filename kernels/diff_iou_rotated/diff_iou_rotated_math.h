@@ -162,23 +162,19 @@ C10_HOST_DEVICE inline T intersection(const Pair<T>& g, Clip<T>& result) {
   return twice / T(2);
 }
 
-// The clamped intersection area, as polygon::intersection_area, and
-// d(clamped)/d(raw polygon area), d(clamped)/d(area_a), d(clamped)/d(area_b).
+// The intersection area clamped to [0, min(area_a, area_b)], as
+// polygon::intersection_area. The polygon lies in both boxes, so the upper
+// clamp acts only on rounding (a contained box, or a corner within an ulp of
+// an edge); the backward keeps the polygon's gradient there: the box area's
+// would drop the term of a barely poking-out corner, a jump that the two
+// devices' roundings (FMA) would make at different pairs.
 template <typename T>
-struct Inter {
-  T value, d_poly, d_a, d_b;
-};
-
-template <typename T>
-C10_HOST_DEVICE inline Inter<T> clamp_intersection(T raw, T area_a, T area_b) {
+C10_HOST_DEVICE inline T clamp_intersection(T raw, T area_a, T area_b) {
   const T smaller = area_a < area_b ? area_a : area_b;
   if (!(raw > T(0))) {
-    return {T(0), T(0), T(0), T(0)};
+    return T(0);
   }
-  if (raw > smaller) {
-    return {smaller, T(0), area_a < area_b ? T(1) : T(0), area_a < area_b ? T(0) : T(1)};
-  }
-  return {raw, T(1), T(0), T(0)};
+  return raw > smaller ? smaller : raw;
 }
 
 // Reverse mode of P = l1 x l2 (the crossing of the lines through corners
@@ -330,9 +326,9 @@ C10_HOST_DEVICE inline T pair_iou(const scalar_t* ra, const scalar_t* rb, T grad
     return T(0);
   }
   Clip<T> poly;
-  const Inter<T> inter = clamp_intersection(intersection(g, poly), g.area_a, g.area_b);
+  const T inter = clamp_intersection(intersection(g, poly), g.area_a, g.area_b);
   const ZOverlap<T> zo = D == 7 ? z_overlap(za, la, zb, lb) : ZOverlap<T>{T(1), T(0), T(0), T(0), T(0)};
-  const T overlap = inter.value * zo.value;
+  const T overlap = inter * zo.value;
   const T vol_a = g.area_a * la, vol_b = g.area_b * lb;
   const T uni = vol_a + vol_b - overlap;
   const T iou = overlap / uni;
@@ -349,10 +345,10 @@ C10_HOST_DEVICE inline T pair_iou(const scalar_t* ra, const scalar_t* rb, T grad
   for (int k = 0; k < 8; ++k) {
     gc[k] = Point<T>{T(0), T(0)};
   }
-  area_backward(g, poly, g_inter * inter.d_poly, gc);
-  // the union's areas and the clamp's dependence on them
-  const T g_area_a = g_vol * la + g_inter * inter.d_a;
-  const T g_area_b = g_vol * lb + g_inter * inter.d_b;
+  area_backward(g, poly, g_inter, gc);
+  // the union's areas
+  const T g_area_a = g_vol * la;
+  const T g_area_b = g_vol * lb;
   T ga[5], gb[5];
   box_backward(a, gc, g_area_a, ga);
   box_backward(b, gc + 4, g_area_b, gb);
@@ -361,7 +357,7 @@ C10_HOST_DEVICE inline T pair_iou(const scalar_t* ra, const scalar_t* rb, T grad
     grad_b[column_2d<D>(i)] = gb[i];
   }
   if (D == 7) {
-    const T g_zo = g_overlap * inter.value;
+    const T g_zo = g_overlap * inter;
     grad_a[2] = g_zo * zo.dz1;
     grad_b[2] = g_zo * zo.dz2;
     grad_a[5] = g_zo * zo.dl1 + g_vol * g.area_a;
