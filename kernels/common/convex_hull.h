@@ -11,8 +11,15 @@
 //     smallest x (then smallest y); all points equal: 1 vertex; all points
 //     collinear: the 2 end points.
 // Callers check that the coordinates are finite first (NaN breaks ordering).
+//
+// The turn tests round every product on its own on the device too (mul_rn):
+// nvcc would fuse a * b - c * d into an FMA where the host compiler (x86-64,
+// no -mfma) does not, so CUDA and CPU keep or drop the same near-collinear
+// vertices.
 
 #include <c10/macros/Macros.h>
+
+#include <type_traits>
 
 #include "polygon.h"
 
@@ -20,6 +27,27 @@ namespace mmops {
 namespace convex_hull {
 
 using polygon::Point;
+
+// a * b rounded to T, never fused into a multiply-add (__fmul_rn / __dmul_rn
+// are documented never to merge into an FMA), so device results equal host ones.
+template <typename T>
+C10_HOST_DEVICE inline T mul_rn(T a, T b) {
+#ifdef __CUDA_ARCH__
+  if constexpr (std::is_same_v<T, double>) {
+    return __dmul_rn(a, b);
+  } else {
+    return __fmul_rn(a, b);
+  }
+#else
+  return a * b;
+#endif
+}
+
+// polygon::cross without fused multiply-adds (see mul_rn).
+template <typename T>
+C10_HOST_DEVICE inline T cross_rn(const Point<T>& o, const Point<T>& a, const Point<T>& b) {
+  return mul_rn(a.x - o.x, b.y - o.y) - mul_rn(a.y - o.y, b.x - o.x);
+}
 
 template <typename T>
 C10_HOST_DEVICE inline bool before(const Point<T>& a, int ia, const Point<T>& b, int ib) {
@@ -64,13 +92,13 @@ C10_HOST_DEVICE inline int hull_indices(const Point<T>* pts, int n, int* hull) {
   int stack[2 * Max];
   int k = 0;
   for (int i = 0; i < unique; ++i) {
-    while (k >= 2 && polygon::cross(pts[stack[k - 2]], pts[stack[k - 1]], pts[order[i]]) <= T(0)) {
+    while (k >= 2 && cross_rn(pts[stack[k - 2]], pts[stack[k - 1]], pts[order[i]]) <= T(0)) {
       --k;
     }
     stack[k++] = order[i];
   }
   for (int i = unique - 2, lower = k + 1; i >= 0; --i) {
-    while (k >= lower && polygon::cross(pts[stack[k - 2]], pts[stack[k - 1]], pts[order[i]]) <= T(0)) {
+    while (k >= lower && cross_rn(pts[stack[k - 2]], pts[stack[k - 1]], pts[order[i]]) <= T(0)) {
       --k;
     }
     stack[k++] = order[i];

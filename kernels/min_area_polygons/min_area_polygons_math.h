@@ -10,6 +10,11 @@
 // (xmax, ymax). The first edge (counter-clockwise from the lowest point) with
 // the smallest area wins ties. No trigonometry: the direction is the
 // normalised edge vector turned by multiples of 90 degrees.
+//
+// Two hull edges often give the same area to a few ulps (a tie in exact
+// arithmetic), so which one wins is decided by rounding: every product is
+// rounded on its own (convex_hull::mul_rn, no FMA on the device) so that the
+// CUDA kernel rounds exactly as the CPU one and picks the same edge.
 
 #include <c10/macros/Macros.h>
 
@@ -19,6 +24,7 @@
 namespace mmops {
 namespace min_area_polygons_math {
 
+using convex_hull::mul_rn;
 using polygon::Point;
 
 constexpr int kPoints = 9;
@@ -26,7 +32,7 @@ constexpr int kPoints = 9;
 // (c, s): the edge's direction turned into the quadrant c > 0, s >= 0.
 template <typename T>
 C10_HOST_DEVICE inline Point<T> quadrant_direction(T dx, T dy) {
-  const T len = host_device_math::sqrt_of(dx * dx + dy * dy);
+  const T len = host_device_math::sqrt_of(mul_rn(dx, dx) + mul_rn(dy, dy));
   T c = dx / len, s = dy / len;
   for (int turn = 0; turn < 3 && !(c > T(0) && s >= T(0)); ++turn) {
     const T t = c; // turn by -90 degrees: (c, s) -> (s, -c)
@@ -67,14 +73,14 @@ C10_HOST_DEVICE inline void min_area_rect(const Point<T>* in, T* out) {
     T lo_x = T(0), lo_y = T(0), hi_x = T(0), hi_y = T(0);
     for (int i = 0; i < n; ++i) {
       const Point<T>& p = pts[hull[i]];
-      const T x = d.x * p.x + d.y * p.y; // rotated by -angle
-      const T y = d.x * p.y - d.y * p.x;
+      const T x = mul_rn(d.x, p.x) + mul_rn(d.y, p.y); // rotated by -angle
+      const T y = mul_rn(d.x, p.y) - mul_rn(d.y, p.x);
       lo_x = (i == 0 || x < lo_x) ? x : lo_x;
       hi_x = (i == 0 || x > hi_x) ? x : hi_x;
       lo_y = (i == 0 || y < lo_y) ? y : lo_y;
       hi_y = (i == 0 || y > hi_y) ? y : hi_y;
     }
-    const T area = (hi_x - lo_x) * (hi_y - lo_y);
+    const T area = mul_rn(hi_x - lo_x, hi_y - lo_y);
     if (!found || area < best) {
       found = true;
       best = area;
@@ -85,8 +91,8 @@ C10_HOST_DEVICE inline void min_area_rect(const Point<T>* in, T* out) {
   const T xs[4] = {box[2], box[0], box[0], box[2]};
   const T ys[4] = {box[1], box[1], box[3], box[3]};
   for (int k = 0; k < 4; ++k) { // rotate back by +angle
-    out[2 * k] = dir.x * xs[k] - dir.y * ys[k] + origin.x;
-    out[2 * k + 1] = dir.y * xs[k] + dir.x * ys[k] + origin.y;
+    out[2 * k] = mul_rn(dir.x, xs[k]) - mul_rn(dir.y, ys[k]) + origin.x;
+    out[2 * k + 1] = mul_rn(dir.y, xs[k]) + mul_rn(dir.x, ys[k]) + origin.y;
   }
 }
 
