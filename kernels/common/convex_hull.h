@@ -19,8 +19,6 @@
 
 #include <c10/macros/Macros.h>
 
-#include <type_traits>
-
 #include "polygon.h"
 
 namespace mmops {
@@ -28,26 +26,11 @@ namespace convex_hull {
 
 using polygon::Point;
 
-// a * b rounded to T, never fused into a multiply-add (__fmul_rn / __dmul_rn
-// are documented never to merge into an FMA), so device results equal host ones.
-template <typename T>
-C10_HOST_DEVICE inline T mul_rn(T a, T b) {
-#ifdef __CUDA_ARCH__
-  if constexpr (std::is_same_v<T, double>) {
-    return __dmul_rn(a, b);
-  } else {
-    return __fmul_rn(a, b);
-  }
-#else
-  return a * b;
-#endif
-}
+using host_device_math::mul_rn;
 
-// polygon::cross without fused multiply-adds (see mul_rn).
-template <typename T>
-C10_HOST_DEVICE inline T cross_rn(const Point<T>& o, const Point<T>& a, const Point<T>& b) {
-  return mul_rn(a.x - o.x, b.y - o.y) - mul_rn(a.y - o.y, b.x - o.x);
-}
+// polygon::cross rounds each product on its own too (mul_rn, no FMA on the
+// device); the hull's turn tests use it.
+using polygon::cross;
 
 template <typename T>
 C10_HOST_DEVICE inline bool before(const Point<T>& a, int ia, const Point<T>& b, int ib) {
@@ -92,13 +75,13 @@ C10_HOST_DEVICE inline int hull_indices(const Point<T>* pts, int n, int* hull) {
   int stack[2 * Max];
   int k = 0;
   for (int i = 0; i < unique; ++i) {
-    while (k >= 2 && cross_rn(pts[stack[k - 2]], pts[stack[k - 1]], pts[order[i]]) <= T(0)) {
+    while (k >= 2 && cross(pts[stack[k - 2]], pts[stack[k - 1]], pts[order[i]]) <= T(0)) {
       --k;
     }
     stack[k++] = order[i];
   }
   for (int i = unique - 2, lower = k + 1; i >= 0; --i) {
-    while (k >= lower && cross_rn(pts[stack[k - 2]], pts[stack[k - 1]], pts[order[i]]) <= T(0)) {
+    while (k >= lower && cross(pts[stack[k - 2]], pts[stack[k - 1]], pts[order[i]]) <= T(0)) {
       --k;
     }
     stack[k++] = order[i];

@@ -13,7 +13,7 @@
 //
 // Two hull edges often give the same area to a few ulps (a tie in exact
 // arithmetic), so which one wins is decided by rounding: every product is
-// rounded on its own (convex_hull::mul_rn, no FMA on the device) so that the
+// rounded on its own (host_device_math::mul_rn, no FMA on the device) so that the
 // CUDA kernel rounds exactly as the CPU one and picks the same edge.
 
 #include <c10/macros/Macros.h>
@@ -24,7 +24,7 @@
 namespace mmops {
 namespace min_area_polygons_math {
 
-using convex_hull::mul_rn;
+using host_device_math::mul_rn;
 using polygon::Point;
 
 constexpr int kPoints = 9;
