@@ -99,7 +99,9 @@ def _sample(thr, with_labels, clockwise=True, quadri=False):
 def _empty(cols, extra):
     def empty(device, dtype):
         boxes, scores = torch.zeros(0, cols, dtype=dtype, device=device), torch.zeros(0, dtype=dtype, device=device)
-        return [Sample((boxes, scores, *extra), out_shapes=[(0,)])]
+        # tensors of extra (empty labels) on the requested device too
+        args = [e.to(device) if isinstance(e, torch.Tensor) else e for e in extra]
+        return [Sample((boxes, scores, *args), out_shapes=[(0,)])]
 
     return empty
 
