@@ -94,7 +94,9 @@ C10_HOST_DEVICE inline void clip_by_edge(const Polygon<T, Max>& in, const Point<
     }
     if ((dp > T(0) && dq < T(0)) || (dp < T(0) && dq > T(0))) {
       const T t = dp / (dp - dq);
-      out.push(Point<T>{p.x + t * (q.x - p.x), p.y + t * (q.y - p.y)});
+      // mul_rn: no FMA on the GPU, so a touching pair's zero-area clip stays 0
+      // on every device (an FMA'd point gave area 1e-16 > threshold 0).
+      out.push(Point<T>{p.x + host_device_math::mul_rn(t, q.x - p.x), p.y + host_device_math::mul_rn(t, q.y - p.y)});
     }
   }
 }

@@ -99,7 +99,9 @@ def _sample(thr, with_labels, clockwise=True, quadri=False):
 def _empty(cols, extra):
     def empty(device, dtype):
         boxes, scores = torch.zeros(0, cols, dtype=dtype, device=device), torch.zeros(0, dtype=dtype, device=device)
-        return [Sample((boxes, scores, *extra), out_shapes=[(0,)])]
+        # tensors of extra (empty labels) on the requested device too
+        args = [e.to(device) if isinstance(e, torch.Tensor) else e for e in extra]
+        return [Sample((boxes, scores, *args), out_shapes=[(0,)])]
 
     return empty
 
@@ -128,6 +130,8 @@ def _cuda_samples(quadri, with_labels):
             labels = torch.randint(0, 4, (n,), generator=torch.Generator().manual_seed(n)) if with_labels else None
             iou = _nonzero_ious(corners(boxes).to(dtype) if quadri else boxes, quadri)
             for base in (-0.1, 0.0, 0.3, 0.7):
+                # 0 as is: a touching pair's IoU is exactly 0 on both devices (polygon.h
+                # rounds each product, no FMA; test_touching_quads_overlap_zero)
                 thr = base if base <= 0 else _away_from_ious(iou, [base + 1e-4 * k for k in range(50)])
                 if quadri:
                     yield Sample((corners(boxes).to(dtype), scores, thr, labels))
@@ -431,6 +435,26 @@ def test_cuda_matches_cpu_many_tiles(dtype, quadri):
                 assert got.tolist() == exp.tolist()
             else:
                 assert len(set(got.tolist()) ^ set(exp.tolist())) <= max(2, len(exp) // 500)
+
+
+# bf16 sample quads where a vertex lies on the other quad's edge (exact IoU 0): an
+# FMA-contracted clip point gave IoU ~1e-16 > 0 on CUDA, one box fewer kept at thr 0.
+TOUCHING = [
+    [154, 270, 154, 274, 144, 274, 144, 270],
+    [288, 249, 300, 249, 300, 260, 288, 258],
+    [152, 282, 148, 276, 150, 274, 154, 280],
+    [294, 246, 298, 245, 298, 248, 294, 249],
+]
+
+
+@pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=pytest.mark.cuda)])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_touching_quads_overlap_zero(device, dtype):
+    q = torch.tensor(TOUCHING, dtype=dtype, device=device)
+    iou = torch.ops.mmops.box_iou_quadri(q, q).cpu()
+    assert iou[0, 2].item() == 0 and iou[2, 0].item() == 0 and iou[1, 3].item() == 0 and iou[3, 1].item() == 0
+    scores = torch.tensor([0.9, 0.8, 0.7, 0.6], dtype=dtype, device=device)
+    assert quad_op(q, scores, 0.0).tolist() == [0, 1, 2, 3]
 
 
 @pytest.mark.cuda

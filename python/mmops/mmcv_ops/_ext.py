@@ -192,6 +192,8 @@ def nms_quadri(
     """mmcv's kernel contract: dets [N, 8], or [N, 9] with the label in the last column."""
     labels = dets[:, 8].contiguous() if multi_label else None
     return torch.ops.mmops.nms_quadri(dets[:, :8].contiguous(), scores, float(iou_threshold), labels)
+
+
 # --- roi_align_rotated / riroi_align_rotated ---
 def roi_align_rotated_forward(
     input, rois, output, pooled_height, pooled_width, spatial_scale, sampling_ratio=0, aligned=True, clockwise=False
@@ -283,6 +285,8 @@ def riroi_align_rotated_backward(
             bool(clockwise),
         )
     )
+
+
 # --- rotated_feature_align, active_rotated_filter ---
 def rotated_feature_align_forward(
     features: torch.Tensor, best_rbboxes: torch.Tensor, output: torch.Tensor, spatial_scale: float, points: int
@@ -307,6 +311,8 @@ def active_rotated_filter_forward(input: torch.Tensor, indices: torch.Tensor, ou
 def active_rotated_filter_backward(grad_out: torch.Tensor, indices: torch.Tensor, grad_in: torch.Tensor) -> None:
     """mmcv's kernel contract: fills grad_in (the shape of input)."""
     grad_in.copy_(torch.ops.mmops._active_rotated_filter_backward(grad_out, indices, list(grad_in.shape)))
+
+
 # --- poly (min_area_polygons, convex_iou, convex_giou, points_in_polygons) ---
 
 

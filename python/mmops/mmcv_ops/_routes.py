@@ -212,6 +212,8 @@ def riroi_align_rotated(
         int(num_orientations),
         bool(clockwise),
     )
+
+
 # --- rotated_feature_align, active_rotated_filter ---
 def rotated_feature_align(
     features: Tensor, best_rbboxes: Tensor, spatial_scale: float = 1 / 8, points: int = 1
@@ -221,6 +223,8 @@ def rotated_feature_align(
 
 def active_rotated_filter(input: Tensor, indices: Tensor) -> Tensor:
     return torch.ops.mmops.active_rotated_filter(input, indices)
+
+
 # --- diff_iou_rotated ---
 def diff_iou_rotated_2d(box1: Tensor, box2: Tensor) -> Tensor:
     """mmcv.ops.diff_iou_rotated_2d on every device through mmops's op (mmcv's
