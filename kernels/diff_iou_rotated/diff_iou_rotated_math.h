@@ -117,7 +117,9 @@ C10_HOST_DEVICE inline void clip_step(const Clip<T>& in, const Pair<T>& g, int e
     if ((dp > T(0) && dq < T(0)) || (dp < T(0) && dq > T(0))) {
       const T t = dp / (dp - dq);
       Vertex<T> x;
-      x.p = Point<T>{p.p.x + t * (q.p.x - p.p.x), p.p.y + t * (q.p.y - p.p.y)};
+      // mul_rn as polygon.h's clip_by_edge: the same cut point on every device
+      x.p = Point<T>{p.p.x + host_device_math::mul_rn(t, q.p.x - p.p.x),
+                     p.p.y + host_device_math::mul_rn(t, q.p.y - p.p.y)};
       x.corner = p.out >= 4 ? static_cast<int8_t>(shared_corner(p.out, line)) : int8_t(-1);
       x.l1 = p.out;
       x.l2 = line;

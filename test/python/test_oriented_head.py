@@ -31,14 +31,15 @@ class OrientedHead(torch.nn.Module):
     def __init__(self):
         super().__init__()
         torch.manual_seed(7)
-        self.pool = mmops.RoIAlignRotated(POOLED, spatial_scale=0.5, sampling_ratio=2, aligned=True)
         self.conv = torch.nn.Conv2d(CHANNELS, 6, 3, padding=1)
         self.fc = torch.nn.Linear(6 * POOLED * POOLED, 6)
         with torch.no_grad():
-            self.fc.weight.mul_(0.1)  # small deltas: the refined boxes stay near their proposals
+            self.fc.weight.mul_(0.02)  # small deltas: the refined boxes stay near their proposals
+        self.iou_threshold = IOU_THRESHOLD
 
     def forward(self, features: Tensor, rois: Tensor):
-        x = torch.relu(self.conv(self.pool(features, rois)))
+        pooled = torch.ops.mmops.roi_align_rotated(features, rois, [5, 5], 0.5, 2, True, False)  # POOLED
+        x = torch.relu(self.conv(pooled))
         out = self.fc(x.flatten(1))
         deltas, logits = out[:, :5], out[:, 5]
         prop = rois[:, 1:6]
@@ -46,7 +47,8 @@ class OrientedHead(torch.nn.Module):
         sides = prop[:, 2:4] * torch.exp(deltas[:, 2:4].clamp(max=1.0))
         theta = prop[:, 4:5] + deltas[:, 4:5]
         boxes = torch.cat([centre, sides, theta], 1)
-        dets, keep = mmops.nms_rotated(boxes, torch.sigmoid(logits), IOU_THRESHOLD)
+        # one class-aware call: the image index as the label keeps images apart
+        dets, keep = mmops.nms_rotated(boxes, torch.sigmoid(logits), self.iou_threshold, rois[:, 0])
         return logits, boxes, dets, keep
 
 
@@ -61,13 +63,15 @@ def proposals(batch: int, per_image: int, height: int, width: int, seed: int) ->
             cx = (obj + 0.5) * 2 * width / (per_image // 3)
             cy = height * (0.6 + 0.8 * (obj % 2))
             for _ in range(3):
-                jitter = torch.randn(4, generator=g, dtype=torch.float64) * 0.02
-                rows.append([b, cx * (1 + jitter[0]), cy * (1 + jitter[1]), 6 * (1 + jitter[2]), 4, 0.3 + jitter[3]])
+                jitter = torch.randn(4, generator=g, dtype=torch.float64) * 0.05
+                rows.append([b, cx + jitter[0], cy + jitter[1], 6 + jitter[2], 4, 0.3 + jitter[3]])
     return torch.tensor(rows, dtype=torch.float64)
 
 
 def _sample(device, dtype, size):
-    (n, h, w), per_image = ((2, 12, 16), 6) if size == 0 else ((3, 10, 22), 9)
+    # K = 12 and 9: no size equals K, and K stays within the [2, 15] that torch's conv
+    # fake kernel guards a batch to (else torch.compile recompiles at the second size)
+    (n, h, w), per_image = ((2, 14, 16), 6) if size == 0 else ((3, 10, 22), 3)
     torch.manual_seed(30 + size)
     features = torch.randn(n, CHANNELS, h, w, dtype=dtype)
     rois = proposals(n, per_image, h, w, seed=size).to(dtype)
@@ -90,11 +94,12 @@ class TestOrientedHeadConformance(ConformanceSuite):
     cases = CASES
 
 
-def _reference_nms(boxes: Tensor, scores: Tensor) -> list:
+def _reference_nms(boxes: Tensor, scores: Tensor, images: Tensor) -> list:
     order = sorted(range(len(scores)), key=lambda i: (-float(scores[i]), i))
     keep = []
     for i in order:
-        if all(rotated_overlap(boxes[i].tolist(), boxes[j].tolist()) <= IOU_THRESHOLD for j in keep):
+        rivals = [j for j in keep if images[j] == images[i]]
+        if all(rotated_overlap(boxes[i].tolist(), boxes[j].tolist()) <= IOU_THRESHOLD for j in rivals):
             keep.append(i)
     return keep
 
@@ -107,9 +112,9 @@ def test_head_matches_reference_composition(size):
     pooled = roi_align_rotated_ref(features, rois, [POOLED, POOLED], 0.5, 2, True, False)
     expected = head.fc(torch.relu(head.conv(pooled)).flatten(1))[:, 5]
     torch.testing.assert_close(logits, expected, rtol=1e-10, atol=1e-10)
-    assert keep.tolist() == _reference_nms(boxes.detach(), torch.sigmoid(logits).detach())
-    # the clusters collapse to about one box per object, separated objects all survive
-    assert len(rois) // 3 <= len(keep) < len(rois)
+    assert keep.tolist() == _reference_nms(boxes.detach(), torch.sigmoid(logits).detach(), rois[:, 0])
+    # each cluster collapses to one box, and every object of every image survives
+    assert len(keep) == len(rois) // 3
     torch.testing.assert_close(dets[:, :5], boxes[keep])
 
 
