@@ -9,12 +9,12 @@
 namespace mmops {
 namespace detail {
 
-void check_roi_output_size(const char* op, c10::SymIntArrayRef output_size) {
-  TORCH_CHECK(output_size.size() == 2, op, "expected output_size to hold 2 values (out_h, out_w), but got ",
+void check_roi_output_size(const char* op, c10::SymIntArrayRef output_size, const char* name) {
+  TORCH_CHECK(output_size.size() == 2, op, "expected ", name, " to hold 2 values (out_h, out_w), but got ",
               output_size.size());
   for (size_t i = 0; i < 2; ++i) {
-    TORCH_SYM_CHECK(output_size[i].sym_gt(0), op, "output_size values must be positive, but got ", output_size);
-    TORCH_SYM_CHECK(output_size[i].sym_le(kMaxRoiOutputSide), op, "output_size values must be at most ",
+    TORCH_SYM_CHECK(output_size[i].sym_gt(0), op, name, " values must be positive, but got ", output_size);
+    TORCH_SYM_CHECK(output_size[i].sym_le(kMaxRoiOutputSide), op, name, " values must be at most ",
                     kMaxRoiOutputSide, ", but got ", output_size);
   }
 }

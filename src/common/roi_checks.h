@@ -23,7 +23,7 @@ constexpr int64_t kMaxRoiOutputSide = 4096;
 constexpr int64_t kMaxRoiMapSide = (int64_t(1) << 31) - 1;
 
 // output_size: 2 values (out_h, out_w) in [1, kMaxRoiOutputSide].
-void check_roi_output_size(const char* op, c10::SymIntArrayRef output_size);
+void check_roi_output_size(const char* op, c10::SymIntArrayRef output_size, const char* name = "output_size");
 
 // The output [K, C, out_h, out_w] has fewer than 2^63 elements (checked once
 // every size is concrete).

@@ -68,7 +68,7 @@ RotatedRoiParams check_riroi_align_rotated_forward(const at::Tensor& features, c
               "), but got ", rois.device());
   TORCH_CHECK(out_size.size() == 2, kOp, "expected out_size to hold 2 values (out_h, out_w), but got ",
               out_size.size());
-  check_roi_output_size(kOp, out_size);
+  check_roi_output_size(kOp, out_size, "out_size");
   check_roi_output_numel(kOp, rois.sym_size(0), features.sym_size(1), out_size);
   return check_common(rois, spatial_scale, num_samples, num_orientations, clockwise, features.sym_size(1), "features",
                       out_size[0], out_size[1]);

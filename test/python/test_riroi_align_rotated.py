@@ -113,7 +113,7 @@ CONFORMANCE = [
             "rois_5_cols": BadInput(lambda x, r, *o: _args(x, r[:, :5]), _message(r"rois .*\[K, 6\]")),
             "rois_dtype": BadInput(lambda x, r, *o: _args(x, r.double()), _message("rois")),
             "int_features": BadInput(lambda x, r, *o: _args(x.int(), r.int()), _message("features")),
-            "out_size_zero": BadInput(lambda x, r, *o: _args(x, r, (2, 0)), _message("output_size")),
+            "out_size_zero": BadInput(lambda x, r, *o: _args(x, r, (2, 0)), _message("out_size")),
             "spatial_scale_inf": BadInput(lambda x, r, *o: _args(x, r, scale=math.inf), _message("spatial_scale")),
             "num_samples_negative": BadInput(lambda x, r, *o: _args(x, r, ns=-1), _message("num_samples")),
             "num_orientations_zero": BadInput(lambda x, r, *o: _args(x, r, O=0), _message("num_orientations")),
