@@ -14,8 +14,8 @@ void check_roi_output_size(const char* op, c10::SymIntArrayRef output_size, cons
               output_size.size());
   for (size_t i = 0; i < 2; ++i) {
     TORCH_SYM_CHECK(output_size[i].sym_gt(0), op, name, " values must be positive, but got ", output_size);
-    TORCH_SYM_CHECK(output_size[i].sym_le(kMaxRoiOutputSide), op, name, " values must be at most ",
-                    kMaxRoiOutputSide, ", but got ", output_size);
+    TORCH_SYM_CHECK(output_size[i].sym_le(kMaxRoiOutputSide), op, name, " values must be at most ", kMaxRoiOutputSide,
+                    ", but got ", output_size);
   }
 }
 
