@@ -13,8 +13,8 @@ import math
 import pytest
 import torch
 from conformance import ConformanceCase, ConformanceSuite, Sample
-from polygon_reference import rotated_overlap
 from roi_align_rotated_reference import roi_align_rotated_ref
+from test_nms_rotated import nms_ref
 from torch import Tensor
 
 import mmops
@@ -94,16 +94,6 @@ class TestOrientedHeadConformance(ConformanceSuite):
     cases = CASES
 
 
-def _reference_nms(boxes: Tensor, scores: Tensor, images: Tensor) -> list:
-    order = sorted(range(len(scores)), key=lambda i: (-float(scores[i]), i))
-    keep = []
-    for i in order:
-        rivals = [j for j in keep if images[j] == images[i]]
-        if all(rotated_overlap(boxes[i].tolist(), boxes[j].tolist()) <= IOU_THRESHOLD for j in rivals):
-            keep.append(i)
-    return keep
-
-
 @pytest.mark.parametrize("size", [0, 1])
 def test_head_matches_reference_composition(size):
     head = OrientedHead().double()
@@ -112,7 +102,8 @@ def test_head_matches_reference_composition(size):
     pooled = roi_align_rotated_ref(features, rois, [POOLED, POOLED], 0.5, 2, True, False)
     expected = head.fc(torch.relu(head.conv(pooled)).flatten(1))[:, 5]
     torch.testing.assert_close(logits, expected, rtol=1e-10, atol=1e-10)
-    assert keep.tolist() == _reference_nms(boxes.detach(), torch.sigmoid(logits).detach(), rois[:, 0])
+    scores = torch.sigmoid(logits).detach()
+    assert keep.tolist() == nms_ref(boxes.detach(), scores, IOU_THRESHOLD, rois[:, 0]).tolist()
     # each cluster collapses to one box, and every object of every image survives
     assert len(keep) == len(rois) // 3
     torch.testing.assert_close(dets[:, :5], boxes[keep])
