@@ -464,6 +464,44 @@ def test_cuda_matches_reference_at_detection_size(dtype):
         torch.testing.assert_close(g.float().cpu(), gexp, **dict(rtol=tol["rtol"] * 5, atol=tol["atol"] * 5))
 
 
+def _misaligned_channels_last(x):
+    """x as a channels-last tensor whose data starts one element into its storage."""
+    n, c, h, w = x.shape
+    flat = torch.empty(n * h * w * c + 1, dtype=x.dtype, device=x.device)
+    out = flat[1:].view(n, h, w, c).permute(0, 3, 1, 2)
+    out.copy_(x)
+    return out
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize(
+    "channels,dtype,layout",
+    [
+        (136, torch.float32, "nchw"),  # packs of 4 channels, a partial second chunk
+        (136, torch.float16, "channels_last"),
+        (136, torch.float64, "nchw"),  # packs of 2
+        (134, torch.float32, "nchw"),  # not a multiple of 4: one channel per lane
+        (136, torch.float32, "misaligned"),  # a map not aligned to 16 bytes: one channel per lane
+    ],
+)
+def test_cuda_channel_pack_paths_match_cpu(channels, dtype, layout):
+    torch.manual_seed(15)
+    x = torch.randn(2, channels, 20, 26).to(dtype)
+    rois = rotated_rois(40, 2, 20, 26, dtype=dtype, spatial_scale=0.5)
+    go = torch.randn(40, channels, 5, 4).to(dtype)
+    xc = x.cuda()
+    if layout == "channels_last":
+        xc = xc.contiguous(memory_format=torch.channels_last)
+    elif layout == "misaligned":
+        xc = _misaligned_channels_last(xc)
+        assert xc.data_ptr() % 16 != 0
+    out, g = grad_of(xc, rois.cuda(), go.cuda(), [5, 4], 0.5, 2, True, False)
+    exp, gexp = grad_of(*(t.double() for t in (x, rois, go)), [5, 4], 0.5, 2, True, False)
+    tol = TOL[dtype]
+    torch.testing.assert_close(out.cpu().double(), exp, **tol)
+    torch.testing.assert_close(g.cpu().double(), gexp, **dict(rtol=tol["rtol"] * 5, atol=tol["atol"] * 5))
+
+
 @pytest.mark.cuda
 def test_cuda_deterministic_backward_matches_and_repeats():
     torch.manual_seed(14)
