@@ -8,8 +8,8 @@
 //      set when position r suppresses position 64 j + c (c after r, same
 //      label, IoU > threshold). Only the upper triangle is computed; a block is
 //      one (row tile, column tile) pair, the column tile's boxes in shared
-//      memory. The rotated IoU is far dearer than a word write, so the mask is
-//      dense (N^2 / 8 bytes: 50 MB at 20k boxes).
+//      memory, four threads per row. The rotated IoU is far dearer than a
+//      word write, so the mask is dense (N^2 / 8 bytes: 50 MB at 20k boxes).
 //   4. greedy reduction in ONE block: per row tile, thread 0 resolves its 64
 //      rows from the running `removed` words and the diagonal words (staged in
 //      shared memory); then the block ORs the words of the kept rows into
@@ -62,37 +62,48 @@ __global__ void gather_kernel(const scalar_t* __restrict__ boxes, const int64_t*
   }
 }
 
-// Block (x = column tile j, y = row tile i), j >= i; 64 threads, one row each.
+// Block (x = column tile j, y = row tile i), j >= i; kRowParts threads per
+// row (neighbouring lanes), each testing every kRowParts-th column, so that
+// small N (2000 boxes: ~500 blocks) still fills the GPU; the parts' bits are
+// OR-ed with shuffles.
+constexpr int kRowParts = 4;
+
 template <typename T, int D>
-__global__ void __launch_bounds__(kTile)
+__global__ void __launch_bounds__(kTile* kRowParts)
     mask_kernel(const Shape<T, D>* __restrict__ sorted, const int64_t* __restrict__ label, int64_t n, int64_t ntiles,
                 double threshold, u64* __restrict__ mask) {
   __shared__ Shape<T, D> s_col[kTile];
   __shared__ int64_t s_label[kTile];
   const int64_t j = blockIdx.x;
+  const int t = threadIdx.x / kRowParts, part = threadIdx.x % kRowParts;
   for (int64_t i = blockIdx.y; i <= j; i += gridDim.y) { // upper triangle only
-    const int t = threadIdx.x;
     const int64_t col0 = j * kTile;
     const int cols = static_cast<int>(n - col0 < kTile ? n - col0 : kTile);
     __syncthreads(); // the previous row tile's columns are no longer read
-    if (t < cols) {
-      s_col[t] = sorted[col0 + t];
-      s_label[t] = label != nullptr ? label[col0 + t] : 0;
+    if (static_cast<int>(threadIdx.x) < cols) {
+      s_col[threadIdx.x] = sorted[col0 + threadIdx.x];
+      s_label[threadIdx.x] = label != nullptr ? label[col0 + threadIdx.x] : 0;
     }
     __syncthreads();
     const int64_t row = i * kTile + t;
-    if (row >= n) {
-      continue;
-    }
-    const Shape<T, D> mine = sorted[row];
-    const int64_t my_label = label != nullptr ? label[row] : 0;
+    const bool has_row = row < n; // no early exit: every lane takes part in the shuffles
+    const Shape<T, D> mine = sorted[has_row ? row : 0];
+    const int64_t my_label = label != nullptr && has_row ? label[row] : 0;
     u64 bits = 0;
-    for (int c = (j == i) ? t + 1 : 0; c < cols; ++c) {
-      if (s_label[c] == my_label && static_cast<double>(rotated_iou::overlap(mine, s_col[c], false)) > threshold) {
+    const int first = (j == i) ? t + 1 : 0;
+    for (int c = part; c < cols && has_row; c += kRowParts) {
+      if (c >= first && s_label[c] == my_label &&
+          static_cast<double>(rotated_iou::overlap(mine, s_col[c], false)) > threshold) {
         bits |= u64(1) << c;
       }
     }
-    mask[row * ntiles + j] = bits;
+#pragma unroll
+    for (int offset = 1; offset < kRowParts; offset *= 2) {
+      bits |= __shfl_xor_sync(0xffffffffu, bits, offset);
+    }
+    if (has_row && part == 0) {
+      mask[row * ntiles + j] = bits;
+    }
   }
 }
 
@@ -180,7 +191,8 @@ void suppress(const at::Tensor& boxes, const at::Tensor& order, const at::Tensor
   at::Tensor mask = at::empty({n * ntiles}, long_options);
   u64* mask_p = reinterpret_cast<u64*>(mask.mutable_data_ptr<int64_t>());
   const dim3 grid(static_cast<unsigned>(ntiles), static_cast<unsigned>(std::min<int64_t>(ntiles, 65535)));
-  mask_kernel<T, D><<<grid, kTile, 0, stream>>>(sorted_p, sorted_label_p, n, ntiles, p.iou_threshold, mask_p);
+  mask_kernel<T, D>
+      <<<grid, kTile * kRowParts, 0, stream>>>(sorted_p, sorted_label_p, n, ntiles, p.iou_threshold, mask_p);
   C10_CUDA_KERNEL_LAUNCH_CHECK();
 
   at::Tensor removed = at::zeros({ntiles}, long_options);
