@@ -9,10 +9,11 @@
 // the forward writes the R output values that read w's block, the backward
 // sums w's R gradient values (k ascending, as the CPU). Consecutive threads
 // take consecutive columns, so every warp store is one coalesced row segment
-// and the gathered loads of a warp stay within two E-blocks (L1 hits: the R
+// and the gathered loads of a warp stay within a few E-blocks (L1 hits: the R
 // rotations of a weight block are read by the same thread back to back).
 // Deterministic: every value has one writer. Tables too big for shared
-// memory are built in global memory by two small kernels instead.
+// memory are built in global memory instead (at::full, then one small
+// kernel per table).
 
 #include "active_rotated_filter/active_rotated_filter_kernels.h"
 #include "active_rotated_filter/active_rotated_filter_math.h"
