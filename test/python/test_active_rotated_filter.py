@@ -325,6 +325,111 @@ def test_cuda_large_matches_cpu(dtype):
     torch.testing.assert_close(grad_c.cpu(), grad, **TOL[dtype])
 
 
+# The CUDA kernels build the tables in shared memory when rotations * E <= 4096 and in global
+# memory otherwise; these tests run both paths against the CPU (or, for out-of-range indices,
+# which the CPU rejects, against guarded_ref).
+SHARED_TABLE_SHAPES = [(5, 3, 8, 3, 8), (3, 1, 1, 1, 5), (9, 7, 1, 3, 3), (2, 40, 3, 2, 7)]  # (op, ip, o, k, r)
+GLOBAL_TABLE_SHAPES = [(3, 2, 8, 5, 24), (2, 3, 5, 7, 17)]  # R * E = 4800, 4165
+
+
+def random_indices(o, h, w, r, generator, dtype=torch.int64):
+    """[o, h, w, r] values drawn with repeats from 1..E: targets written twice or never."""
+    return torch.randint(1, o * h * w + 1, (o, h, w, r), generator=generator).to(dtype)
+
+
+def guarded_ref(x, idx):
+    """float64 reference with CUDA's guard: an index outside [1, E] writes nowhere."""
+    op_, ip, o, h, w = x.shape
+    r = idx.shape[3]
+    e = o * h * w
+    target = idx.reshape(e, r).long() - 1
+    source = torch.full((r, e), -1, dtype=torch.long)
+    for l_ in range(e):  # l ascending: the largest l wins
+        for k in range(r):
+            m = int(target[l_, k])
+            if 0 <= m < e:
+                source[k, m] = l_
+    g = x.double().reshape(op_, ip, e)[:, :, source.clamp(min=0)]  # [op, ip, r, e]
+    out = torch.where(source >= 0, g, torch.zeros((), dtype=torch.float64))
+    return out.permute(0, 2, 1, 3).reshape(op_ * r, ip * o, h, w)
+
+
+def _cuda_vs_cpu(x, idx, go, dtype):
+    out, grad = grad_of(x, idx, go)
+    out_c, grad_c = grad_of(x.cuda(), idx.cuda(), go.cuda())
+    torch.testing.assert_close(out_c.cpu(), out, rtol=0, atol=0)
+    torch.testing.assert_close(grad_c.cpu(), grad, **TOL[dtype])
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16, torch.float64])
+@pytest.mark.parametrize("tables", ["shared", "global"])
+def test_cuda_table_paths_match_cpu(dtype, tables):
+    """Permutation and repeated-value tables, odd row lengths (C = 9 * 7, 40 * 12, ...), rows shorter
+    than a block, on both table paths."""
+    g = torch.Generator().manual_seed(7)
+    for op_, ip, o, k, r in SHARED_TABLE_SHAPES if tables == "shared" else GLOBAL_TABLE_SHAPES:
+        assert (r * o * k * k <= 4096) == (tables == "shared")
+        for idx in (permutation_indices(o, k, k, r, g), random_indices(o, k, k, r, g)):
+            x = torch.randn(op_, ip, o, k, k, generator=g).to(dtype)
+            go = torch.randn(op_ * r, ip * o, k, k, generator=g).to(dtype)
+            _cuda_vs_cpu(x, idx, go, dtype)
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("index_dtype", [torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64])
+@pytest.mark.parametrize("tables", ["shared", "global"])
+def test_cuda_index_dtypes(index_dtype, tables):
+    g = torch.Generator().manual_seed(8)
+    o, k, r = (8, 3, 8) if tables == "shared" else (1, 9, 60)  # E = 72 / 81: fits int8 and uint8
+    x = torch.randn(6, 5, o, k, k, generator=g)
+    go = torch.randn(6 * r, 5 * o, k, k, generator=g)
+    _cuda_vs_cpu(x, random_indices(o, k, k, r, g, index_dtype), go, torch.float32)
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("tables", ["shared", "global"])
+def test_cuda_out_of_range_guarded_on_both_paths(tables):
+    """Out-of-range values mixed with repeats: output and gradient equal guarded_ref."""
+    g = torch.Generator().manual_seed(9)
+    o, k, r = (2, 3, 6) if tables == "shared" else (8, 5, 24)
+    e = o * k * k
+    idx = random_indices(o, k, k, r, g)
+    flat = idx.view(-1)
+    bad = torch.randperm(flat.numel(), generator=g)[: max(3, flat.numel() // 10)]
+    flat[bad] = torch.tensor([0, -3, e + 1, 2**40], dtype=torch.int64).repeat(bad.numel())[: bad.numel()]
+    x = torch.randn(4, 3, o, k, k, dtype=torch.float64, generator=g)
+    go = torch.randn(4 * r, 3 * o, k, k, dtype=torch.float64, generator=g)
+    out, grad = grad_of(x.cuda(), idx.cuda(), go.cuda())
+    xr = x.clone().requires_grad_(True)
+    exp = guarded_ref(xr, idx)
+    (gexp,) = torch.autograd.grad(exp, xr, go)
+    torch.testing.assert_close(out.cpu(), exp, rtol=0, atol=0)
+    torch.testing.assert_close(grad.cpu(), gexp, **TOL[torch.float64])
+
+
+@pytest.mark.cuda
+def test_cuda_misaligned_input_view():
+    """A weight view starting one element into its storage (no 16-byte alignment)."""
+    g = torch.Generator().manual_seed(10)
+    base = torch.randn(1 + 4 * 3 * 8 * 9, generator=g)
+    x = base[1:].view(4, 3, 8, 3, 3)
+    idx = orn_indices(8, 3, 8)
+    go = torch.randn(32, 24, 3, 3, generator=g)
+    out, grad = grad_of(x, idx, go)
+    out_c, grad_c = grad_of(base.cuda()[1:].view(4, 3, 8, 3, 3), idx.cuda(), go.cuda())
+    torch.testing.assert_close(out_c.cpu(), out, rtol=0, atol=0)
+    torch.testing.assert_close(grad_c.cpu(), grad, **TOL[torch.float32])
+
+
+def test_guarded_ref_matches_reference_on_valid_tables():
+    g = torch.Generator().manual_seed(11)
+    x = torch.randn(3, 2, 2, 3, 3, dtype=torch.float64, generator=g)
+    for idx in (random_indices(2, 3, 3, 4, g), orn_indices(2, 3, 4)):
+        torch.testing.assert_close(guarded_ref(x, idx), active_rotated_filter_ref(x, idx), rtol=0, atol=0)
+        torch.testing.assert_close(guarded_ref(x, idx), op(x, idx), rtol=0, atol=0)
+
+
 # --------------------------------------------------------------------------- mmcv bridge
 
 
