@@ -166,8 +166,8 @@ __device__ inline void atomic_add_pack(acc_t* address, const acc_t (&v)[VEC], ac
 // host checks channels % VEC == 0 and the alignment of `in`).
 template <int VEC, typename scalar_t, typename acc_t>
 __global__ void __launch_bounds__(kThreads)
-    nhwc_forward_kernel(const scalar_t* __restrict__ in, const scalar_t* __restrict__ boxes,
-                        scalar_t* __restrict__ out, Map<acc_t> m) {
+    nhwc_forward_kernel(const scalar_t* __restrict__ in, const scalar_t* __restrict__ boxes, scalar_t* __restrict__ out,
+                        Map<acc_t> m) {
   using P = cuda_helpers::Pack<scalar_t, VEC>;
   const int64_t pixel = blockIdx.x * int64_t(kWarpPixels) + threadIdx.y;
   if (pixel >= m.pixels) {
@@ -209,8 +209,8 @@ __global__ void __launch_bounds__(kThreads)
 // grad_output is read a scalar at a time, so it may be unaligned.
 template <int VEC, typename scalar_t, typename acc_t>
 __global__ void __launch_bounds__(kThreads)
-    nhwc_backward_kernel(const scalar_t* __restrict__ go, const scalar_t* __restrict__ boxes,
-                         acc_t* __restrict__ grad, Map<acc_t> m) {
+    nhwc_backward_kernel(const scalar_t* __restrict__ go, const scalar_t* __restrict__ boxes, acc_t* __restrict__ grad,
+                         Map<acc_t> m) {
   const int64_t pixel = blockIdx.x * int64_t(kWarpPixels) + threadIdx.y;
   if (pixel >= m.pixels) {
     return;
@@ -338,6 +338,12 @@ void backward_nhwc(const at::Tensor& go, const at::Tensor& boxes, at::Tensor& gr
   });
 }
 
+// Whether an NCHW tensor with `min_channels` or more channels goes through
+// channels-last: the way back to NCHW (rows = H * W) must fit the grid.
+bool via_channels_last(const at::Tensor& t, int64_t min_channels) {
+  return t.size(1) >= min_channels && t.size(2) * t.size(3) <= kMaxGridY * layout::kTransposeTile;
+}
+
 } // namespace
 
 at::Tensor rotated_feature_align_forward_cuda(const at::Tensor& features, const at::Tensor& best_rbboxes,
@@ -351,13 +357,13 @@ at::Tensor rotated_feature_align_forward_cuda(const at::Tensor& features, const 
     return out;
   }
   const bool channels_last = format == at::MemoryFormat::ChannelsLast;
-  const bool via_channels_last = !channels_last && in.size(1) >= kForwardTransposeChannels;
+  const bool transposed = !channels_last && via_channels_last(in, kForwardTransposeChannels);
   AT_DISPATCH_FLOATING_TYPES_AND2(
       at::kHalf, at::kBFloat16, in.scalar_type(), "rotated_feature_align_forward_cuda", [&] {
         using acc_t = at::opmath_type<scalar_t>;
         if (channels_last) {
           forward_nhwc<scalar_t>(in, boxes, out, params);
-        } else if (via_channels_last) {
+        } else if (transposed) {
           // NCHW -> channels-last, align there, and back (rows = H * W, cols = C).
           const at::Tensor in_cl = channels_last_cuda(in);
           at::Tensor out_cl = at::empty(in.sizes(), in.options().memory_format(at::MemoryFormat::ChannelsLast));
@@ -384,7 +390,7 @@ at::Tensor rotated_feature_align_backward_cuda(const at::Tensor& grad_output, co
   }
   const at::ScalarType acc_dtype = go.scalar_type() == at::kDouble ? at::kDouble : at::kFloat;
   const bool channels_last = format == at::MemoryFormat::ChannelsLast;
-  if (!channels_last && go.size(1) < kBackwardTransposeChannels) {
+  if (!channels_last && !via_channels_last(go, kBackwardTransposeChannels)) {
     at::Tensor grad = at::empty(go.sizes(), go.options().dtype(acc_dtype));
     grad.copy_(go); // the identity term
     AT_DISPATCH_FLOATING_TYPES_AND2(

@@ -463,7 +463,10 @@ def test_cuda_mixed_layouts(points):
     out, grad = grad_of(x, boxes, go, 0.25, points)
     tol = _cuda_vs_cpu_tol(torch.float32, points)
     cl = torch.channels_last
-    for xc, goc in ((x.cuda(), go.cuda().contiguous(memory_format=cl)), (x.cuda().contiguous(memory_format=cl), go.cuda())):
+    for xc, goc in (
+        (x.cuda(), go.cuda().contiguous(memory_format=cl)),
+        (x.cuda().contiguous(memory_format=cl), go.cuda()),
+    ):
         out_c, grad_c = grad_of(xc, boxes.cuda(), goc, 0.25, points)
         torch.testing.assert_close(out_c.cpu(), out, **tol)
         torch.testing.assert_close(grad_c.cpu(), grad, **tol)
