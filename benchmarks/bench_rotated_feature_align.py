@@ -12,7 +12,8 @@ pixel centre plus N(0, stride) px, sizes 16..64 px). Every configuration is firs
 checked against the float64 reference of the tests on the same (rounded) values:
 output and features gradient, relative error at most 1e-5 (float32) or 2e-2
 (16-bit). Then forward and forward+backward (torch.autograd.grad with a fixed
-output gradient) are timed.
+output gradient) are timed. --layouts channels_last puts the features and the output
+gradient in channels-last order (default: contiguous only).
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
-from bench_common import FwdBwdRow, ListOption, benchmark_main, rel_err
+from bench_common import LAYOUTS, FwdBwdRow, ListOption, benchmark_main, rel_err
 from rotated_feature_align_reference import points_of, rotated_feature_align_ref
 
 DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
@@ -77,16 +78,19 @@ def composite(features, boxes, spatial_scale, points):
     return out
 
 
-def bench_rfa(case, dtype_name, distribution, points_name, run, timer, problems):
+def bench_rfa(case, dtype_name, distribution, points_name, layout_name, run, timer, problems):
     device, dtype, points = run.device, DTYPES[dtype_name], POINTS[points_name]
+    fmt = LAYOUTS[layout_name]
     gen = torch.Generator().manual_seed(0)
     n, c, s = case.batch, case.channels, case.size
     scale = 1.0 / case.stride
-    f = torch.randn(n, c, s, s, generator=gen).to(device=device, dtype=dtype).requires_grad_(True)
+    f = torch.randn(n, c, s, s, generator=gen).to(device=device, dtype=dtype).contiguous(memory_format=fmt)
+    f.requires_grad_(True)
     boxes = rboxes(case, distribution, gen).to(device=device, dtype=dtype)
-    go = torch.randn(n, c, s, s, generator=gen).to(device=device, dtype=dtype)
-    row = FwdBwdRow(("rotated_feature_align", f"{n}x{c}x{s}x{s} p{points}", dtype_name, distribution))
-    name = f"rotated_feature_align/{case.name}/{dtype_name}/{distribution}/p{points}"
+    go = torch.randn(n, c, s, s, generator=gen).to(device=device, dtype=dtype).contiguous(memory_format=fmt)
+    cl = " cl" if fmt == torch.channels_last else ""
+    row = FwdBwdRow(("rotated_feature_align", f"{n}x{c}x{s}x{s} p{points}{cl}", dtype_name, distribution))
+    name = f"rotated_feature_align/{case.name}/{dtype_name}/{distribution}/p{points}/{layout_name}"
 
     def mm(x):
         return torch.ops.mmops.rotated_feature_align(x, boxes, scale, points)
@@ -130,6 +134,8 @@ def main() -> int:
             ListOption("dtypes", DTYPES, list(DTYPES), ["fp32"]),
             ListOption("distributions", DISTRIBUTIONS, DISTRIBUTIONS, DISTRIBUTIONS),
             ListOption("points", POINTS, list(POINTS), list(POINTS)),
+            # Both grad_output and features in the layout (the backward follows grad_output).
+            ListOption("layouts", LAYOUTS, ["contiguous"], ["contiguous"]),
         ],
         bench=bench_rfa,
         labels=("op", "shape", "dtype", "boxes"),

@@ -404,6 +404,74 @@ def test_cuda_large_channels(points, channels_last):
     torch.testing.assert_close(grad_c.cpu().double(), gref, **tol)
 
 
+def _cuda_vs_cpu_tol(dtype, points):
+    # float32: the rounding of test_cuda_large_channels; float64 / half types: TOL.
+    if dtype == torch.float32:
+        return dict(rtol=1e-5, atol=5e-5 if points == 5 else 1e-5)
+    return TOL[dtype]
+
+
+def _misaligned_channels_last(t):
+    """t in channels-last order one element past an aligned address (no vector loads)."""
+    N, C, H, W = t.shape
+    flat = torch.empty(t.numel() + 1, dtype=t.dtype, device=t.device)
+    out = flat[1:].view(N, H, W, C).permute(0, 3, 1, 2)
+    out.copy_(t)
+    assert out.is_contiguous(memory_format=torch.channels_last)
+    return out
+
+
+# Channel counts of every CUDA path: below the NCHW backward transpose threshold (3),
+# between it and the forward one, odd (17: scalar packs), and above both with packs
+# of 4 (64), 2 (66) and 1 (129).
+@pytest.mark.cuda
+@pytest.mark.parametrize("channels", [3, 17, 64, 66, 129])
+@pytest.mark.parametrize("layout", ["nchw", "channels_last", "misaligned"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.float16, torch.bfloat16])
+def test_cuda_paths_match_cpu(channels, layout, dtype):
+    g = torch.Generator().manual_seed(12 + channels)
+    N, H, W = 2, 9, 11
+    x = torch.randn(N, channels, H, W, generator=g).to(dtype)
+    boxes = random_rboxes(N, H, W, 0.5, generator=g).to(dtype)
+    go = torch.randn(N, channels, H, W, generator=g).to(dtype)
+    out, grad = grad_of(x, boxes, go, 0.5, 5)
+    xc, goc = x.cuda(), go.cuda()
+    if layout == "channels_last":
+        xc, goc = xc.contiguous(memory_format=torch.channels_last), goc.contiguous(memory_format=torch.channels_last)
+    elif layout == "misaligned":
+        xc, goc = _misaligned_channels_last(xc), _misaligned_channels_last(goc)
+    out_c, grad_c = grad_of(xc, boxes.cuda(), goc, 0.5, 5)
+    channels_last = layout != "nchw"
+    assert out_c.dtype == dtype and grad_c.dtype == dtype
+    assert out_c.is_contiguous(memory_format=torch.channels_last if channels_last else torch.contiguous_format)
+    assert grad_c.is_contiguous(memory_format=torch.channels_last if channels_last else torch.contiguous_format)
+    tol = _cuda_vs_cpu_tol(dtype, 5)
+    torch.testing.assert_close(out_c.cpu(), out, **tol)
+    torch.testing.assert_close(grad_c.cpu(), grad, **tol)
+    assert (grad.double() - go.double()).abs().sum() > 0  # the samples added something
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("points", [1, 5])
+def test_cuda_mixed_layouts(points):
+    """An NCHW forward with a channels-last grad_output and the reverse (the backward follows
+    grad_output's layout)."""
+    g = torch.Generator().manual_seed(13)
+    x = torch.randn(2, 68, 10, 12, generator=g)
+    boxes = random_rboxes(2, 10, 12, 0.25, generator=g)
+    go = torch.randn(2, 68, 10, 12, generator=g)
+    out, grad = grad_of(x, boxes, go, 0.25, points)
+    tol = _cuda_vs_cpu_tol(torch.float32, points)
+    cl = torch.channels_last
+    for xc, goc in (
+        (x.cuda(), go.cuda().contiguous(memory_format=cl)),
+        (x.cuda().contiguous(memory_format=cl), go.cuda()),
+    ):
+        out_c, grad_c = grad_of(xc, boxes.cuda(), goc, 0.25, points)
+        torch.testing.assert_close(out_c.cpu(), out, **tol)
+        torch.testing.assert_close(grad_c.cpu(), grad, **tol)
+
+
 @pytest.mark.cuda
 def test_cuda_backward_alerts_under_deterministic_algorithms():
     from conftest import deterministic_algorithms
