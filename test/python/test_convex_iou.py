@@ -4,7 +4,6 @@ gradcheck of convex_giou, degenerate sets (duplicates, collinear), points on pol
 clockwise polygons, huge and non-finite coordinates, the mmcv.ops bridge and the
 CUDA-specific tests (skipped without a GPU)."""
 
-
 import pytest
 import torch
 from conformance import BadInput, ConformanceCase, ConformanceSuite, Sample
