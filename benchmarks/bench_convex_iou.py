@@ -318,8 +318,9 @@ def _exact_checked_err(out, composite_ref, x, q, k, exact):
     diff, worst = (out - ref).abs().topk(min(EXACT_WORST, out.numel()))
     worst = worst[diff > TOLERANCE.get(x.dtype, 5e-2) / 20]
     nonzero = ((out != 0) | (ref != 0)).nonzero()[:, 0]
-    spread = nonzero[torch.linspace(0, nonzero.numel() - 1, min(EXACT_SPREAD, nonzero.numel())).long()]
-    picks = torch.cat([worst, spread.to(worst.device)]).unique()
+    count = min(EXACT_SPREAD, nonzero.numel())
+    spread = nonzero[torch.linspace(0, nonzero.numel() - 1, count, device=nonzero.device).long()]
+    picks = torch.cat([worst, spread]).unique()
     sets, quads = (picks // k, picks % k) if k else (picks, picks)
     rows = zip(x.double()[sets].tolist(), q.double()[quads].tolist())
     ref[picks] = torch.tensor([exact(s, p) for s, p in rows], dtype=torch.float64, device=ref.device)
