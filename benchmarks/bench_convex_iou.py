@@ -9,9 +9,18 @@ plain-PyTorch composites written here (torchvision has none of them):
 Two input distributions: "random" (point sets, points and quadrilaterals uniform
 over an 800 x 800 image: most pairs are disjoint) and "clustered" (detector-like:
 every point set / point scattered around one of the quadrilaterals, so most pairs
-overlap and the clipping does its full work). Every row is first checked against
-its composite in float64 (min_area_polygons: the rectangles' areas, since a near-tie
-between two hull edges may pick another corner order).
+overlap and the clipping does its full work). Every row is first checked on the same (rounded)
+inputs, max abs error (relative to max(area, 1) for min_area_polygons):
+- convex_iou / convex_giou: against the exact (Fraction) reference of
+  test/python/polygon_reference.py on a subsample (the pairs where mmops and the float64
+  composite differ by more than a twentieth of the tolerance, at most the 1024 that differ most,
+  and 192 spread over the pairs where either is non-zero), against the
+  float64 composite on the other pairs (16-bit inputs round points onto a coarse grid: repeated
+  and collinear points, which the composite's brute-force hull does not handle);
+- min_area_polygons: the rectangles' areas against the composite's in float64, less what
+  rounding the output corners to the output dtype can change an area by (bf16 corners near
+  800 px are 4 px apart: that bound is some 25% of an area there, so bf16 rows say little);
+- points_in_polygons: the fraction of flags that differ from the composite.
 
 The composites: hull edges by brute force (a pair of points is an edge when every
 point is on its left), intersection areas by Green's theorem over the parts of the
@@ -28,6 +37,7 @@ from dataclasses import dataclass
 
 import torch
 from bench_common import FwdBwdRow, ListOption, benchmark_main
+from polygon_reference import pointset_giou, pointset_iou
 
 import mmops  # noqa: F401  (registers torch.ops.mmops)
 
@@ -58,6 +68,7 @@ CPU_CASES = [
     Case("points_in_polygons_100k", "points_in_polygons", 2000, 20),
 ]
 TOLERANCE = {torch.float32: 1e-3, torch.float64: 1e-9}  # max abs error; 16-bit below
+EXACT_WORST, EXACT_SPREAD = 1024, 192  # most pairs checked against the exact reference
 
 
 # ----------------------------------------------------------------------------- inputs
@@ -272,31 +283,23 @@ def bench(case: Case, distribution: str, dtype_name: str, run, timer, problems) 
 
 
 def _functions(op):
-    """(mmops call, composite call, check(out, x, q) -> max error against the composite in float64)."""
+    """(mmops call, composite call, check(out, x, q) -> max error against the references)."""
     ops = torch.ops.mmops
     if op == "convex_iou":
-        return (
-            ops.convex_iou,
-            convex_iou_composite,
-            lambda o, x, q: _max_err(o, convex_iou_composite(x.double(), q.double())),
-        )
+
+        def iou_check(o, x, q):
+            ref = convex_iou_composite(x.double(), q.double())
+            return _exact_checked_err(o, ref, x, q, q.shape[0], pointset_iou)
+
+        return ops.convex_iou, convex_iou_composite, iou_check
     if op == "convex_giou":
-        return (
-            lambda x, q: ops.convex_giou(x, q)[0],
-            convex_giou_composite,
-            lambda o, x, q: _max_err(o, convex_giou_composite(x.double(), q.double())),
-        )
+
+        def giou_check(o, x, q):
+            return _exact_checked_err(o, convex_giou_composite(x.double(), q.double()), x, q, 0, pointset_giou)
+
+        return lambda x, q: ops.convex_giou(x, q)[0], convex_giou_composite, giou_check
     if op == "min_area_polygons":
-
-        def areas(r):
-            v = r.double().reshape(-1, 4, 2)
-            return (v[:, 0] - v[:, 1]).norm(dim=1) * (v[:, 2] - v[:, 1]).norm(dim=1)
-
-        def check(o, x, q):
-            ref = min_area_composite(x.double())[0]
-            return ((areas(o) - ref).abs() / ref.clamp(min=1.0)).max().item() if ref.numel() else 0.0
-
-        return lambda x, q: ops.min_area_polygons(x), lambda x, q: min_area_composite(x)[1], check
+        return lambda x, q: ops.min_area_polygons(x), lambda x, q: min_area_composite(x)[1], _min_area_err
     return (
         ops.points_in_polygons,
         points_in_polygons_composite,
@@ -304,8 +307,39 @@ def _functions(op):
     )
 
 
-def _max_err(out, ref):
-    return (out.double() - ref).abs().max().item() if out.numel() else 0.0
+def _exact_checked_err(out, composite_ref, x, q, k, exact):
+    """max |out - ref|, ref: the exact reference on the pairs where out and the composite
+    differ by more than a twentieth of the tolerance (the EXACT_WORST that differ most) and
+    EXACT_SPREAD spread over the pairs where either is non-zero, the composite elsewhere.
+    Pair i is (x[i // k], q[i % k]) (k = 0: aligned, (x[i], q[i]))."""
+    out, ref = out.double().flatten(), composite_ref.flatten().clone()
+    if out.numel() == 0:
+        return 0.0
+    diff, worst = (out - ref).abs().topk(min(EXACT_WORST, out.numel()))
+    worst = worst[diff > TOLERANCE.get(x.dtype, 5e-2) / 20]
+    nonzero = ((out != 0) | (ref != 0)).nonzero()[:, 0]
+    count = min(EXACT_SPREAD, nonzero.numel())
+    spread = nonzero[torch.linspace(0, nonzero.numel() - 1, count, device=nonzero.device).long()]
+    picks = torch.cat([worst, spread]).unique()
+    sets, quads = (picks // k, picks % k) if k else (picks, picks)
+    rows = zip(x.double()[sets].tolist(), q.double()[quads].tolist())
+    ref[picks] = torch.tensor([exact(s, p) for s, p in rows], dtype=torch.float64, device=ref.device)
+    return (out - ref).abs().max().item()
+
+
+def _min_area_err(out, x, q):
+    """max over rows of (|area - reference| less the rounding slack) / max(reference, 1):
+    rounding each output coordinate by half an ulp u of the largest moves each side length
+    by <= 2 sqrt(2) u, so the area w h by <= 2 sqrt(2) u (w + h) + 8 u^2."""
+    if out.numel() == 0:
+        return 0.0
+    v = out.double().reshape(-1, 4, 2)
+    w, h = (v[:, 0] - v[:, 1]).norm(dim=1), (v[:, 2] - v[:, 1]).norm(dim=1)
+    _, exponent = torch.frexp(v.abs().flatten(1).amax(1))  # largest in [2^(e-1), 2^e)
+    u = torch.ldexp(torch.full_like(w, torch.finfo(out.dtype).eps / 4), exponent)
+    slack = 2 * math.sqrt(2) * u * (w + h) + 8 * u * u
+    ref = min_area_composite(x.double())[0]
+    return ((((w * h) - ref).abs() - slack).clamp(min=0) / ref.clamp(min=1.0)).max().item()
 
 
 def main() -> int:
@@ -322,7 +356,7 @@ def main() -> int:
         bench=bench,
         labels=("op", "shape", "distribution", "dtype"),
         baseline="composite",
-        check="vs float64 composite",
+        check="vs exact / float64 refs",
         with_torchvision=False,
         notes="; points_in_polygons check: fraction of differing flags (16-bit inputs round the points)",
     )

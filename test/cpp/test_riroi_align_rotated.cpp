@@ -50,18 +50,7 @@ TEST(RiRoIAlignRotated, FiniteDifferences) {
   auto loss = [&](const at::Tensor& x) {
     return (mmops::riroi_align_rotated(x, rois, {3, 2}, 1.0, 0, 4, true) * weights).sum();
   };
-  const at::Tensor x = input.clone().requires_grad_(true);
-  loss(x).backward();
-  const at::Tensor analytic = x.grad();
-  const double eps = 1e-6;
-  torch::NoGradGuard no_grad;
-  for (int64_t i = 0; i < input.numel(); i += 3) {
-    at::Tensor plus = input.clone(), minus = input.clone();
-    plus.view(-1)[i] += eps;
-    minus.view(-1)[i] -= eps;
-    const double numeric = (loss(plus).item<double>() - loss(minus).item<double>()) / (2 * eps);
-    EXPECT_NEAR(analytic.view(-1)[i].item<double>(), numeric, 1e-6) << "element " << i;
-  }
+  mmops_test::expect_finite_differences(loss, input, 3);
 }
 
 TEST(RiRoIAlignRotated, ErrorsNameTheArgument) {
@@ -86,16 +75,11 @@ TEST(RiRoIAlignRotated, CudaMatchesCpu) {
   const at::Tensor rois = at::cat({at::randint(0, 2, {9, 1}), at::rand({9, 2}) * 14, at::rand({9, 2}) * 8 + 1,
                                    (at::rand({9, 1}) * 2 - 1) * 3 * M_PI},
                                   1);
-  for (auto dtype : {at::kFloat, at::kDouble, at::kHalf, at::kBFloat16}) {
-    const at::Tensor x = input.to(dtype), r = rois.to(dtype);
-    const at::Tensor xc = x.cuda().requires_grad_(true), xh = x.to(at::kFloat).requires_grad_(true);
-    const at::Tensor oc = mmops::riroi_align_rotated(xc, r.cuda(), {3, 4}, 0.5, 0, 8, true);
-    const at::Tensor oh = mmops::riroi_align_rotated(xh, r.to(at::kFloat), {3, 4}, 0.5, 0, 8, true);
-    EXPECT_TRUE(at::allclose(oc.cpu().to(at::kFloat), oh, 2e-2, 2e-2)) << dtype;
-    oc.sum().backward();
-    oh.sum().backward();
-    EXPECT_TRUE(at::allclose(xc.grad().cpu().to(at::kFloat), xh.grad(), 5e-2, 5e-2)) << dtype;
-  }
+  mmops_test::expect_cuda_matches_cpu(
+      [](const at::Tensor& x, const at::Tensor& r) {
+        return mmops::riroi_align_rotated(x, r, {3, 4}, 0.5, 0, 8, true);
+      },
+      input, rois);
 }
 
 // The public C++ API on the calls the conformance cases recorded (test_torchscript.cpp).

@@ -4,6 +4,7 @@
 // that test_torchscript.cpp calls on the recorded conformance cases.
 
 #include <ATen/core/Tensor.h>
+#include <ATen/core/grad_mode.h>
 #include <ATen/core/ivalue.h>
 #include <c10/util/Exception.h>
 #include <torch/csrc/jit/api/compilation_unit.h>
@@ -79,6 +80,41 @@ struct CppApiEntry {
 
 inline std::optional<at::Tensor> optional_tensor(const c10::IValue& v) {
   return v.isNone() ? std::nullopt : std::optional<at::Tensor>(v.toTensor());
+}
+
+// The gradient autograd gives for the scalar loss(x) at input (double) against central
+// finite differences (step eps), at every stride-th element, to tol.
+template <typename Loss>
+void expect_finite_differences(Loss&& loss, const at::Tensor& input, int64_t stride = 1, double tol = 1e-6,
+                               double eps = 1e-6) {
+  const at::Tensor x = input.clone().requires_grad_(true);
+  loss(x).backward();
+  const at::Tensor analytic = x.grad();
+  at::NoGradGuard no_grad;
+  for (int64_t i = 0; i < input.numel(); i += stride) {
+    at::Tensor plus = input.clone(), minus = input.clone();
+    plus.view(-1)[i] += eps;
+    minus.view(-1)[i] -= eps;
+    const at::Tensor up = loss(plus), down = loss(minus); // named: no `.template item` needed
+    const double numeric = (up.item<double>() - down.item<double>()) / (2 * eps);
+    EXPECT_NEAR(analytic.view(-1)[i].item<double>(), numeric, tol) << "element " << i;
+  }
+}
+
+// fn(input, rois) and its input gradient (of the sum) on CUDA against CPU float32 on the same
+// rounded values, in every floating dtype. The caller skips without a CUDA device.
+template <typename Fn>
+void expect_cuda_matches_cpu(Fn&& fn, const at::Tensor& input, const at::Tensor& rois, double tol = 2e-2,
+                             double grad_tol = 5e-2) {
+  for (auto dtype : {at::kFloat, at::kDouble, at::kHalf, at::kBFloat16}) {
+    const at::Tensor x = input.to(dtype), r = rois.to(dtype);
+    const at::Tensor xc = x.cuda().requires_grad_(true), xh = x.to(at::kFloat).requires_grad_(true);
+    const at::Tensor oc = fn(xc, r.cuda()), oh = fn(xh, r.to(at::kFloat));
+    EXPECT_TRUE(oc.cpu().to(at::kFloat).allclose(oh, tol, tol)) << dtype;
+    oc.sum().backward();
+    oh.sum().backward();
+    EXPECT_TRUE(xc.grad().cpu().to(at::kFloat).allclose(xh.grad(), grad_tol, grad_tol)) << dtype;
+  }
 }
 
 } // namespace mmops_test

@@ -90,3 +90,58 @@ def quadri_overlap(a: Sequence[float], b: Sequence[float], iof: bool = False) ->
     if not all(math.isfinite(v) for v in values):
         return 0.0
     return polygon_overlap(quad_points(a), quad_points(b), iof)
+
+
+def convex_hull(points: Sequence[Point]) -> List[Point]:
+    """The convex hull (counter-clockwise, no collinear vertices) by brute force: a -> b is
+    an edge when every other point is strictly left of it or on the segment."""
+    if len(set(points)) < 3:
+        return sorted(set(points))
+    # on integers (the points times a common denominator): the same decisions, much faster
+    scale = math.lcm(*(c.denominator for p in points for c in p))
+    back = {(int(p[0] * scale), int(p[1] * scale)): p for p in points}
+    pts = sorted(back)
+    nxt = {}
+    for a in pts:
+        for b in pts:
+            if a == b:
+                continue
+            ok = True
+            for p in pts:
+                c = _cross(a, b, p)
+                inside_segment = min(a[0], b[0]) <= p[0] <= max(a[0], b[0]) and min(a[1], b[1]) <= p[1] <= max(
+                    a[1], b[1]
+                )
+                if c < 0 or (c == 0 and not inside_segment):
+                    ok = False
+                    break
+            if ok:
+                nxt[a] = b
+                break  # a's only successor
+    start = pts[0]
+    hull, cur = [start], nxt[start]
+    while cur != start and len(hull) <= len(pts):
+        hull.append(cur)
+        cur = nxt[cur]
+    return [back[p] for p in hull]
+
+
+def pointset_iou(pointset: Sequence[float], quad: Sequence[float]) -> float:
+    """convex_iou's IoU of the hull of a point set (x1, y1, ...) and a convex polygon."""
+    hull = convex_hull(quad_points(pointset))
+    if len(hull) < 3 or any(not math.isfinite(float(v)) for v in list(pointset) + list(quad)):
+        return 0.0
+    return polygon_overlap(hull, quad_points(quad))
+
+
+def pointset_giou(pointset: Sequence[float], quad: Sequence[float]) -> float:
+    """convex_giou's GIoU of the hull of a point set and a convex polygon."""
+    hull, q = convex_hull(quad_points(pointset)), quad_points(quad)
+    a = abs(signed_area(hull)) if len(hull) >= 3 else Fraction(0)
+    b = abs(signed_area(q))
+    inter = intersection_area(hull, q) if len(hull) >= 3 else Fraction(0)
+    union = a + b - inter
+    enclosing = convex_hull(hull + q)
+    c = abs(signed_area(enclosing)) if len(enclosing) >= 3 else Fraction(0)
+    iou = inter / union if union > 0 else Fraction(0)
+    return float(iou - (c - union) / c) if c > 0 else float(iou)

@@ -1,16 +1,13 @@
 """mmops.convex_iou and mmops.convex_giou: the conformance cases, mmcv's published vectors,
-an exact reference (a brute-force hull in Fractions and test/python/polygon_reference.py),
+an exact reference (test/python/polygon_reference.py: a brute-force hull in Fractions),
 gradcheck of convex_giou, degenerate sets (duplicates, collinear), points on polygon edges,
 clockwise polygons, huge and non-finite coordinates, the mmcv.ops bridge and the
 CUDA-specific tests (skipped without a GPU)."""
 
-import math
-from fractions import Fraction
-
 import pytest
 import torch
 from conformance import BadInput, ConformanceCase, ConformanceSuite, Sample
-from polygon_reference import intersection_area, polygon_overlap, signed_area
+from polygon_reference import convex_hull, pointset_giou, pointset_iou, quad_points, signed_area
 
 import mmops
 
@@ -49,66 +46,6 @@ def near_pairs(n, *, dtype=torch.float64, seed=0, device="cpu"):
     centre = sets.reshape(n, 9, 2).mean(1)
     quads = random_quads(n, seed=seed + 100, image=0.0) + (centre + torch.randn(n, 2, dtype=torch.float64)).repeat(1, 4)
     return sets.to(dtype=dtype, device=device), quads.to(dtype=dtype, device=device)
-
-
-# ----------------------------------------------------------------------------- exact reference
-
-
-def _cross(o, a, b):
-    return (a[0] - o[0]) * (b[1] - o[1]) - (a[1] - o[1]) * (b[0] - o[0])
-
-
-def exact_hull(points):
-    """The convex hull (counter-clockwise, no collinear vertices) by brute force: a -> b is
-    an edge when every other point is strictly left of it or on the segment."""
-    pts = sorted(set(points))
-    if len(pts) < 3:
-        return pts
-    nxt = {}
-    for a in pts:
-        for b in pts:
-            if a == b:
-                continue
-            ok = True
-            for p in pts:
-                c = _cross(a, b, p)
-                inside_segment = min(a[0], b[0]) <= p[0] <= max(a[0], b[0]) and min(a[1], b[1]) <= p[1] <= max(
-                    a[1], b[1]
-                )
-                if c < 0 or (c == 0 and not inside_segment):
-                    ok = False
-                    break
-            if ok:
-                nxt[a] = b
-    start = pts[0]
-    hull, cur = [start], nxt[start]
-    while cur != start and len(hull) <= len(pts):
-        hull.append(cur)
-        cur = nxt[cur]
-    return hull
-
-
-def as_points(row):
-    return [(Fraction(float(row[2 * i])), Fraction(float(row[2 * i + 1]))) for i in range(len(row) // 2)]
-
-
-def exact_iou(pointset, quad):
-    hull = exact_hull(as_points(pointset))
-    if len(hull) < 3 or any(not math.isfinite(float(v)) for v in list(pointset) + list(quad)):
-        return 0.0
-    return polygon_overlap(hull, as_points(quad))
-
-
-def exact_giou(pointset, quad):
-    hull, q = exact_hull(as_points(pointset)), as_points(quad)
-    a = abs(signed_area(hull)) if len(hull) >= 3 else Fraction(0)
-    b = abs(signed_area(q))
-    inter = intersection_area(hull, q) if len(hull) >= 3 else Fraction(0)
-    union = a + b - inter
-    enclosing = exact_hull(hull + q)
-    c = abs(signed_area(enclosing)) if len(enclosing) >= 3 else Fraction(0)
-    iou = inter / union if union > 0 else Fraction(0)
-    return float(iou - (c - union) / c) if c > 0 else float(iou)
 
 
 # ----------------------------------------------------------------------------- conformance
@@ -269,7 +206,7 @@ def test_iou_random_against_exact(dtype):
     quads = random_quads(12, dtype=dtype, seed=2)
     out = iou_op(sets, quads)
     assert out.shape == (30, 12) and out.dtype == dtype
-    expected = torch.tensor([[exact_iou(s, q) for q in quads.tolist()] for s in sets.tolist()], dtype=torch.float64)
+    expected = torch.tensor([[pointset_iou(s, q) for q in quads.tolist()] for s in sets.tolist()], dtype=torch.float64)
     assert (expected > 0).sum() > 20
     tol = 1e-12 if dtype == torch.float64 else 2e-5
     torch.testing.assert_close(out.double(), expected, rtol=tol, atol=tol)
@@ -280,7 +217,7 @@ def test_giou_random_against_exact(dtype):
     sets, quads = near_pairs(60, dtype=dtype, seed=3)
     giou, grad = giou_op(sets, quads)
     assert giou.shape == (60,) and grad.shape == (60, 18) and giou.dtype == grad.dtype == dtype
-    expected = torch.tensor([exact_giou(s, q) for s, q in zip(sets.tolist(), quads.tolist())], dtype=torch.float64)
+    expected = torch.tensor([pointset_giou(s, q) for s, q in zip(sets.tolist(), quads.tolist())], dtype=torch.float64)
     tol = 1e-12 if dtype == torch.float64 else 2e-5
     torch.testing.assert_close(giou.double(), expected, rtol=tol, atol=tol)
     # the IoU part agrees with convex_iou
@@ -330,7 +267,7 @@ def test_degenerate_sets():
         assert iou_op(sets, quad).item() == 0.0
         giou, grad = giou_op(sets, quad)
         # no hull area: I = 0, U = B, giou = -(C - B) / C, no gradient
-        c = float(abs(signed_area(exact_hull(as_points(sets[0].tolist()) + as_points(quad[0].tolist())))))
+        c = float(abs(signed_area(convex_hull(quad_points(sets[0].tolist()) + quad_points(quad[0].tolist())))))
         assert giou.item() == pytest.approx(-(c - 16.0) / c, abs=1e-12)
         assert torch.equal(grad, torch.zeros_like(grad))
     # duplicates: the hull and IoU do not change; the gradient goes to the first copy
@@ -355,14 +292,14 @@ def test_points_on_edges_and_orientation():
         [[2.0, 1, 3, 0, 4, 1, 3, 2], [1.0, 0, 2, 1, 1, 2, 0, 1], [0.0, 0, 2, 0, 2, 2, 0, 2]], dtype=torch.float64
     )
     out = iou_op(sets, quads)
-    expected = [exact_iou(sets[0].tolist(), q) for q in quads.tolist()]
+    expected = [pointset_iou(sets[0].tolist(), q) for q in quads.tolist()]
     assert out[0].tolist() == pytest.approx(expected, abs=1e-15)
     assert out[0, 2].item() == 1.0
     flipped = quads.reshape(3, 4, 2).flip(1).reshape(3, 8)
     assert torch.equal(iou_op(sets, flipped), out)
     for q in (quads, flipped):
         giou, _ = giou_op(sets.expand(3, 18).contiguous(), q)
-        assert giou.tolist() == pytest.approx([exact_giou(sets[0].tolist(), r) for r in q.tolist()], abs=1e-14)
+        assert giou.tolist() == pytest.approx([pointset_giou(sets[0].tolist(), r) for r in q.tolist()], abs=1e-14)
 
 
 def test_nonconvex_polygon_is_defined():

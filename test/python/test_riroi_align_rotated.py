@@ -2,33 +2,19 @@
 mmcv's known vectors, gradcheck, the orientation rule, special inputs, the mmcv.ops bridge and
 the CUDA-specific tests."""
 
-import importlib
 import math
 
 import pytest
+import roi_align_rotated_checks as checks
 import torch
 from conformance import BadInput, ConformanceCase, ConformanceSuite, Sample
-from conftest import TOL, deterministic_algorithms, strict_index_check, with_batch_index
+from conftest import TOL, with_batch_index
+from roi_align_rotated_checks import rotated_rois
 from roi_align_rotated_reference import riroi_align_rotated_ref, roi_align_rotated_ref
-from test_roi_align_rotated import rotated_rois
 
 import mmops
 
 op = torch.ops.mmops.riroi_align_rotated
-
-
-def grad_of(x, rois, go, *args):
-    x = x.detach().requires_grad_(True)
-    out = op(x, rois, *args)
-    (g,) = torch.autograd.grad(out, x, go)
-    return out, g
-
-
-def ref_grad(x, rois, go, *args):
-    xd = x.detach().double().requires_grad_(True)
-    out = riroi_align_rotated_ref(xd, rois, *args)
-    (g,) = torch.autograd.grad(out, xd, go.double())
-    return out.detach(), g
 
 
 # --------------------------------------------------------------------------- conformance
@@ -150,13 +136,9 @@ def test_matches_reference(mode, scale, dtype):
         rois = rotated_rois(12, N, H, W, dtype=dtype, spatial_scale=scale)
         rois[:, 5] *= 3  # angles over several turns, both signs
         go = torch.randn(12, C, *out_size, dtype=dtype)
-        args = (list(out_size), scale, ns, O, clockwise)
-        out, g = grad_of(x, rois, go, *args)
-        exp, gexp = ref_grad(x, rois, go, *args)
-        assert exp.abs().sum() > 0 and gexp.abs().sum() > 0
-        tol = TOL[dtype] if dtype == torch.float64 else dict(rtol=1e-4, atol=1e-4)
-        torch.testing.assert_close(out.double(), exp, **tol)
-        torch.testing.assert_close(g.double(), gexp, **tol)
+        checks.check_against_reference(
+            op, riroi_align_rotated_ref, x, rois, go, (list(out_size), scale, ns, O, clockwise)
+        )
 
 
 # mmcv's tests/test_ops/test_riroi_align_rotated.py: 2x2 output, spatial_scale 1,
@@ -336,33 +318,8 @@ def test_mmcv_bridge_runs_mmcv_python_on_mmops():
     out.backward(go)
     exp.backward(go)
     torch.testing.assert_close(xa.grad, xb.grad, rtol=0, atol=0)
-    ext = importlib.import_module("mmcv._ext")
-    filled = torch.zeros_like(out)
-    ext.riroi_align_rotated_forward(
-        x,
-        rois,
-        filled,
-        pooled_height=3,
-        pooled_width=2,
-        spatial_scale=0.5,
-        num_samples=2,
-        num_orientations=4,
-        clockwise=True,
-    )
-    torch.testing.assert_close(filled, exp.detach(), rtol=0, atol=0)
-    grad = torch.zeros_like(x)
-    ext.riroi_align_rotated_backward(
-        go,
-        rois,
-        grad,
-        pooled_height=3,
-        pooled_width=2,
-        spatial_scale=0.5,
-        num_samples=2,
-        num_orientations=4,
-        clockwise=True,
-    )
-    torch.testing.assert_close(grad, xb.grad, rtol=0, atol=0)
+    params = dict(pooled_height=3, pooled_width=2, spatial_scale=0.5, num_samples=2, num_orientations=4, clockwise=True)
+    checks.check_mmcv_ext("riroi_align_rotated", x, rois, go, exp.detach(), xb.grad, **params)
 
 
 # --------------------------------------------------------------------------- CUDA
@@ -370,53 +327,15 @@ def test_mmcv_bridge_runs_mmcv_python_on_mmops():
 
 @pytest.mark.cuda
 def test_cuda_bad_batch_index_is_guarded_and_strict_raises():
-    torch.manual_seed(10)
-    x = torch.randn(2, 8, 8, 8, device="cuda", requires_grad=True)
-    rois = rotated_rois(8, 2, 8, 8).cuda()
-    bad = [1, 4, 6]
-    for row, v in zip(bad, (-1.0, 2.0, math.nan)):
-        rois[row, 0] = v
-    out = op(x, rois, [2, 2], 1.0, 2, 8, False)
-    assert torch.equal(out[bad], torch.zeros_like(out[bad]))
-    good = [i for i in range(8) if i not in bad]
-    torch.testing.assert_close(out[good].cpu(), op(x.detach().cpu(), rois[good].cpu(), [2, 2], 1.0, 2, 8, False))
-    out.sum().backward()
-    with strict_index_check(True), pytest.raises(RuntimeError, match="batch index"):
-        op(x, rois, [2, 2], 1.0, 2, 8, False)
+    checks.check_cuda_bad_batch_index(op, 8, ([2, 2], 1.0, 2, 8, False))
 
 
 @pytest.mark.cuda
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
 def test_cuda_matches_cpu_at_redet_size(dtype):
-    torch.manual_seed(11)
-    x = torch.randn(2, 64, 50, 84)
-    rois = rotated_rois(64, 2, 50, 84)
-    go = torch.randn(64, 64, 7, 7)
-    for ns in (2, 0):
-        out, g = grad_of(x.cuda().to(dtype), rois.cuda().to(dtype), go.cuda().to(dtype), [7, 7], 1.0, ns, 8, False)
-        exp, gexp = grad_of(*(t.to(dtype).float() for t in (x, rois, go)), [7, 7], 1.0, ns, 8, False)
-        tol = dict(rtol=1e-4, atol=1e-4) if dtype == torch.float32 else TOL[dtype]
-        torch.testing.assert_close(out.float().cpu(), exp, **tol)
-        torch.testing.assert_close(g.float().cpu(), gexp, **dict(rtol=tol["rtol"] * 5, atol=tol["atol"] * 5))
+    checks.check_cuda_matches_cpu(op, dtype, lambda ns: ([7, 7], 1.0, ns, 8, False))
 
 
 @pytest.mark.cuda
 def test_cuda_deterministic_backward_matches_and_repeats():
-    torch.manual_seed(14)
-    x = torch.randn(2, 48, 30, 40, device="cuda")
-    rois = rotated_rois(200, 2, 30, 40).cuda()
-    rois[::7, 0] = 5.0  # bad batch index: no gradient
-    go = torch.randn(200, 48, 7, 7, device="cuda")
-    for sr in (2, 0):
-        _, atomic = grad_of(x, rois, go, [7, 7], 1.0, sr, 8, False)
-        with deterministic_algorithms():
-            _, first = grad_of(x, rois, go, [7, 7], 1.0, sr, 8, False)
-            _, second = grad_of(x, rois, go, [7, 7], 1.0, sr, 8, False)
-        assert torch.equal(first, second)
-        torch.testing.assert_close(first, atomic, rtol=1e-4, atol=1e-4)
-        torch.testing.assert_close(
-            first.cpu(),
-            grad_of(x.cpu(), rois[rois[:, 0] < 2].cpu(), go[rois[:, 0] < 2].cpu(), [7, 7], 1.0, sr, 8, False)[1],
-            rtol=1e-4,
-            atol=1e-4,
-        )
+    checks.check_cuda_deterministic_backward(op, lambda ns: ([7, 7], 1.0, ns, 8, False))

@@ -2,44 +2,19 @@
 known vectors, gradcheck, the roi_align equivalences, special inputs, the mmcv.ops bridge and
 the CUDA-specific tests."""
 
-import importlib
 import math
 
 import pytest
+import roi_align_rotated_checks as checks
 import torch
 from conformance import BadInput, ConformanceCase, ConformanceSuite, Sample
-from conftest import TOL, deterministic_algorithms, strict_index_check, with_batch_index
+from conftest import TOL, with_batch_index
+from roi_align_rotated_checks import grad_of, rotated_rois
 from roi_align_rotated_reference import roi_align_rotated_ref
 
 import mmops
 
 op = torch.ops.mmops.roi_align_rotated
-
-
-def rotated_rois(num_rois, batch, height, width, dtype=torch.float32, spatial_scale=1.0, seed=None, device="cpu"):
-    """[K, 6] (batch_index, cx, cy, w, h, theta) in image coordinates: centres over the map
-    (some near or past its border), sides 0.5 to 0.7 of the map, any angle."""
-    g = torch.Generator().manual_seed(seed) if seed is not None else None
-    size = torch.tensor([width, height], dtype=torch.float64) / spatial_scale
-    centre = (torch.rand(num_rois, 2, generator=g, dtype=torch.float64) * 1.2 - 0.1) * size
-    sides = (torch.rand(num_rois, 2, generator=g, dtype=torch.float64) * 0.6 + 0.1) * size
-    theta = (torch.rand(num_rois, 1, generator=g, dtype=torch.float64) * 2 - 1) * math.pi
-    index = torch.randint(0, batch, (num_rois, 1), generator=g).double()
-    return torch.cat([index, centre, sides, theta], 1).to(device=device, dtype=dtype)
-
-
-def grad_of(x, rois, go, *args):
-    x = x.detach().requires_grad_(True)
-    out = op(x, rois, *args)
-    (g,) = torch.autograd.grad(out, x, go)
-    return out, g
-
-
-def ref_grad(x, rois, go, *args):
-    xd = x.detach().double().requires_grad_(True)
-    out = roi_align_rotated_ref(xd, rois, *args)
-    (g,) = torch.autograd.grad(out, xd, go.double())
-    return out.detach(), g
 
 
 # --------------------------------------------------------------------------- conformance
@@ -163,14 +138,9 @@ def test_matches_reference(mode, scale, dtype):
         x = torch.randn(N, C, H, W, dtype=dtype)
         rois = rotated_rois(12, N, H, W, dtype=dtype, spatial_scale=scale)
         go = torch.randn(12, C, *out_size, dtype=dtype)
-        args = (list(out_size), scale, sr, aligned, clockwise)
-        out, g = grad_of(x, rois, go, *args)
-        exp, gexp = ref_grad(x, rois, go, *args)
-        assert exp.abs().sum() > 0 and gexp.abs().sum() > 0
-        assert out.dtype == dtype and out.shape == (12, C, *out_size)
-        tol = TOL[dtype] if dtype == torch.float64 else dict(rtol=1e-4, atol=1e-4)
-        torch.testing.assert_close(out.double(), exp, **tol)
-        torch.testing.assert_close(g.double(), gexp, **tol)
+        checks.check_against_reference(
+            op, roi_align_rotated_ref, x, rois, go, (list(out_size), scale, sr, aligned, clockwise)
+        )
 
 
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
@@ -179,8 +149,8 @@ def test_low_precision_cpu_matches_reference(dtype):
     x = torch.randn(2, 3, 9, 11).to(dtype)
     rois = rotated_rois(8, 2, 9, 11, dtype=dtype)
     go = torch.randn(8, 3, 3, 3).to(dtype)
-    out, g = grad_of(x, rois, go, [3, 3], 1.0, 2, True, False)
-    exp, gexp = ref_grad(x, rois, go, [3, 3], 1.0, 2, True, False)
+    out, g = grad_of(op, x, rois, go, [3, 3], 1.0, 2, True, False)
+    exp, gexp = grad_of(roi_align_rotated_ref, x, rois, go, [3, 3], 1.0, 2, True, False, float64=True)
     assert out.dtype == dtype and g.dtype == dtype
     tol = dict(rtol=2e-2, atol=2e-2) if dtype == torch.float16 else dict(rtol=5e-2, atol=5e-2)
     torch.testing.assert_close(out.double(), exp, **tol)
@@ -398,34 +368,8 @@ def test_mmcv_bridge_runs_mmcv_python_on_mmops():
     torch.testing.assert_close(xa.grad, xb.grad, rtol=0, atol=0)
     module = mmcv_ops.RoIAlignRotated((2, 2), 1.0, 0)
     torch.testing.assert_close(module(x, rois), mmops.RoIAlignRotated((2, 2), 1.0, 0)(x, rois))
-    # the ext kernels, with mmcv's contract (filling output / grad_input)
-    ext = importlib.import_module("mmcv._ext")
-    filled = torch.zeros(6, 3, 3, 2, dtype=torch.float64)
-    ext.roi_align_rotated_forward(
-        x,
-        rois,
-        filled,
-        pooled_height=3,
-        pooled_width=2,
-        spatial_scale=0.5,
-        sampling_ratio=2,
-        aligned=True,
-        clockwise=True,
-    )
-    torch.testing.assert_close(filled, exp.detach(), rtol=0, atol=0)
-    grad = torch.zeros_like(x)
-    ext.roi_align_rotated_backward(
-        go,
-        rois,
-        grad,
-        pooled_height=3,
-        pooled_width=2,
-        spatial_scale=0.5,
-        sampling_ratio=2,
-        aligned=True,
-        clockwise=True,
-    )
-    torch.testing.assert_close(grad, xb.grad, rtol=0, atol=0)
+    params = dict(pooled_height=3, pooled_width=2, spatial_scale=0.5, sampling_ratio=2, aligned=True, clockwise=True)
+    checks.check_mmcv_ext("roi_align_rotated", x, rois, go, exp.detach(), xb.grad, **params)
 
 
 # --------------------------------------------------------------------------- CUDA
@@ -433,35 +377,13 @@ def test_mmcv_bridge_runs_mmcv_python_on_mmops():
 
 @pytest.mark.cuda
 def test_cuda_bad_batch_index_is_guarded_and_strict_raises():
-    torch.manual_seed(10)
-    x = torch.randn(2, 3, 8, 8, device="cuda", requires_grad=True)
-    rois = rotated_rois(8, 2, 8, 8).cuda()
-    bad = [1, 4, 6]
-    for row, v in zip(bad, (-1.0, 2.0, math.nan)):
-        rois[row, 0] = v
-    out = op(x, rois, [2, 2], 1.0, 2, True, False)
-    assert torch.equal(out[bad], torch.zeros_like(out[bad]))
-    good = [i for i in range(8) if i not in bad]
-    torch.testing.assert_close(out[good].cpu(), op(x.detach().cpu(), rois[good].cpu(), [2, 2], 1.0, 2, True, False))
-    out.sum().backward()
-    with strict_index_check(True), pytest.raises(RuntimeError, match="batch index"):
-        op(x, rois, [2, 2], 1.0, 2, True, False)
+    checks.check_cuda_bad_batch_index(op, 3, ([2, 2], 1.0, 2, True, False))
 
 
 @pytest.mark.cuda
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
 def test_cuda_matches_reference_at_detection_size(dtype):
-    torch.manual_seed(11)
-    x = torch.randn(2, 64, 50, 84)
-    rois = rotated_rois(64, 2, 50, 84)
-    go = torch.randn(64, 64, 7, 7)
-    for sr in (2, 0):
-        out, g = grad_of(x.cuda().to(dtype), rois.cuda().to(dtype), go.cuda().to(dtype), [7, 7], 1.0, sr, True, False)
-        # CPU float32 on the same rounded values
-        exp, gexp = grad_of(*(t.to(dtype).float() for t in (x, rois, go)), [7, 7], 1.0, sr, True, False)
-        tol = dict(rtol=1e-4, atol=1e-4) if dtype == torch.float32 else TOL[dtype]
-        torch.testing.assert_close(out.float().cpu(), exp, **tol)
-        torch.testing.assert_close(g.float().cpu(), gexp, **dict(rtol=tol["rtol"] * 5, atol=tol["atol"] * 5))
+    checks.check_cuda_matches_cpu(op, dtype, lambda sr: ([7, 7], 1.0, sr, True, False))
 
 
 def _misaligned_channels_last(x):
@@ -504,21 +426,4 @@ def test_cuda_channel_pack_paths_match_cpu(channels, dtype, layout):
 
 @pytest.mark.cuda
 def test_cuda_deterministic_backward_matches_and_repeats():
-    torch.manual_seed(14)
-    x = torch.randn(2, 48, 30, 40, device="cuda")
-    rois = rotated_rois(200, 2, 30, 40).cuda()
-    rois[::7, 0] = 5.0  # bad batch index: no gradient
-    go = torch.randn(200, 48, 7, 7, device="cuda")
-    for sr in (2, 0):
-        _, atomic = grad_of(x, rois, go, [7, 7], 1.0, sr, True, False)
-        with deterministic_algorithms():
-            _, first = grad_of(x, rois, go, [7, 7], 1.0, sr, True, False)
-            _, second = grad_of(x, rois, go, [7, 7], 1.0, sr, True, False)
-        assert torch.equal(first, second)
-        torch.testing.assert_close(first, atomic, rtol=1e-4, atol=1e-4)
-        torch.testing.assert_close(
-            first.cpu(),
-            grad_of(x.cpu(), rois[rois[:, 0] < 2].cpu(), go[rois[:, 0] < 2].cpu(), [7, 7], 1.0, sr, True, False)[1],
-            rtol=1e-4,
-            atol=1e-4,
-        )
+    checks.check_cuda_deterministic_backward(op, lambda sr: ([7, 7], 1.0, sr, True, False))
