@@ -108,7 +108,9 @@ void expect_cuda_matches_cpu(Fn&& fn, const at::Tensor& input, const at::Tensor&
                              double grad_tol = 5e-2) {
   for (auto dtype : {at::kFloat, at::kDouble, at::kHalf, at::kBFloat16}) {
     const at::Tensor x = input.to(dtype), r = rois.to(dtype);
-    const at::Tensor xc = x.cuda().requires_grad_(true), xh = x.to(at::kFloat).requires_grad_(true);
+    // detach: fresh leaves (x.to(kFloat) is `input` itself when dtype is float)
+    const at::Tensor xc = x.cuda().detach().requires_grad_(true);
+    const at::Tensor xh = x.to(at::kFloat).detach().requires_grad_(true);
     const at::Tensor oc = fn(xc, r.cuda()), oh = fn(xh, r.to(at::kFloat));
     EXPECT_TRUE(oc.cpu().to(at::kFloat).allclose(oh, tol, tol)) << dtype;
     oc.sum().backward();
