@@ -417,8 +417,8 @@ def test_cuda_channel_pack_paths_match_cpu(channels, dtype, layout):
     elif layout == "misaligned":
         xc = _misaligned_channels_last(xc)
         assert xc.data_ptr() % 16 != 0
-    out, g = grad_of(xc, rois.cuda(), go.cuda(), [5, 4], 0.5, 2, True, False)
-    exp, gexp = grad_of(*(t.double() for t in (x, rois, go)), [5, 4], 0.5, 2, True, False)
+    out, g = grad_of(op, xc, rois.cuda(), go.cuda(), [5, 4], 0.5, 2, True, False)
+    exp, gexp = grad_of(op, *(t.double() for t in (x, rois, go)), [5, 4], 0.5, 2, True, False)
     tol = TOL[dtype]
     torch.testing.assert_close(out.cpu().double(), exp, **tol)
     torch.testing.assert_close(g.cpu().double(), gexp, **dict(rtol=tol["rtol"] * 5, atol=tol["atol"] * 5))
