@@ -234,9 +234,9 @@ def _references():
 
 
 def _rotated_feature_references():
-    import test_convex_iou as ci
     import test_points_in_polygons as pip
     from active_rotated_filter_reference import active_rotated_filter_ref
+    from polygon_reference import pointset_giou, pointset_iou
     from roi_align_rotated_reference import riroi_align_rotated_ref, roi_align_rotated_ref
     from rotated_feature_align_reference import rotated_feature_align_ref
 
@@ -253,8 +253,8 @@ def _rotated_feature_references():
         "mmops::riroi_align_rotated": riroi_align_rotated_ref,
         "mmops::rotated_feature_align": rotated_feature_align_ref,
         "mmops::active_rotated_filter": active_rotated_filter_ref,
-        "mmops::convex_iou": lambda sets, quads: pairwise(ci.exact_iou, sets, quads),
-        "mmops::convex_giou": lambda sets, quads: pairwise(ci.exact_giou, sets, quads, aligned=True),
+        "mmops::convex_iou": lambda sets, quads: pairwise(pointset_iou, sets, quads),
+        "mmops::convex_giou": lambda sets, quads: pairwise(pointset_giou, sets, quads, aligned=True),
         "mmops::points_in_polygons": lambda pts, quads: pairwise(
             lambda p, q: float(pip.exact_side(p, q) > 0), pts, quads
         ),
