@@ -143,7 +143,9 @@ def bench(case: Case, distribution: str, points: int, clouds: int, run, timer, p
         base = lambda: composite_scatter_mean(feats, coors)  # noqa: E731
         row = FwdBwdRow(labels, base_fwd=timer(base), mm_fwd=timer(mm), check=check)
         row.base_fb = timer(lambda: _fwd_bwd(composite_scatter_mean, feats, coors, grad))
-        row.mm_fb = timer(lambda: _fwd_bwd(lambda f, c: torch.ops.mmops.dynamic_scatter(f, c, "mean"), feats, coors, grad))
+        row.mm_fb = timer(
+            lambda: _fwd_bwd(lambda f, c: torch.ops.mmops.dynamic_scatter(f, c, "mean"), feats, coors, grad)
+        )
         if check == "DIFFERS":
             problems.append(f"{labels}: voxel coordinates differ from the composite's")
         return row

@@ -29,10 +29,9 @@ at::Tensor dynamic_voxelize(const at::Tensor& points, at::ArrayRef<double> voxel
 // order; points past max_points in a voxel and voxels past max_voxels are
 // dropped. Returns (voxels [M, max_points, ndim] zero-padded, coors [M, 3]
 // int32, num_points_per_voxel [M] int32). Not differentiable.
-std::tuple<at::Tensor, at::Tensor, at::Tensor> hard_voxelize(const at::Tensor& points,
-                                                             at::ArrayRef<double> voxel_size,
-                                                             at::ArrayRef<double> coors_range,
-                                                             int64_t max_points = 35, int64_t max_voxels = 20000);
+std::tuple<at::Tensor, at::Tensor, at::Tensor> hard_voxelize(const at::Tensor& points, at::ArrayRef<double> voxel_size,
+                                                             at::ArrayRef<double> coors_range, int64_t max_points = 35,
+                                                             int64_t max_voxels = 20000);
 
 // Reduces the features [N, C] of the points that share voxel coordinates
 // (coors [N, D] int32; a row with a negative value is dropped) with "sum",

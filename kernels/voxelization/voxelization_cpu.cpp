@@ -123,22 +123,22 @@ ScatterResult dynamic_scatter_forward_cpu(const at::Tensor& feats_in, const at::
     const scalar_t* f = feats.const_data_ptr<scalar_t>();
     scalar_t* o = out.mutable_data_ptr<scalar_t>();
     int32_t* arg = argmax.mutable_data_ptr<int32_t>();
-    at::parallel_for(0, m, std::max<int64_t>(1, 2048 / std::max<int64_t>(channels, 1)), [&](int64_t begin, int64_t end) {
-      for (int64_t v = begin; v < end; ++v) {
-        for (int64_t c = 0; c < channels; ++c) {
-          voxelization::reduce_voxel_channel<scalar_t, acc_t>(f, channels, order, starts[v], starts[v + 1], c, reduce,
-                                                              o + v * channels + c,
-                                                              is_max ? arg + v * channels + c : nullptr);
-        }
-      }
-    });
+    at::parallel_for(
+        0, m, std::max<int64_t>(1, 2048 / std::max<int64_t>(channels, 1)), [&](int64_t begin, int64_t end) {
+          for (int64_t v = begin; v < end; ++v) {
+            for (int64_t c = 0; c < channels; ++c) {
+              voxelization::reduce_voxel_channel<scalar_t, acc_t>(f, channels, order, starts[v], starts[v + 1], c,
+                                                                  reduce, o + v * channels + c,
+                                                                  is_max ? arg + v * channels + c : nullptr);
+            }
+          }
+        });
   });
   return {out, groups.voxel_coors, groups.point2voxel, groups.counts, argmax};
 }
 
 at::Tensor dynamic_scatter_backward_cpu(const at::Tensor& grad_in, const at::Tensor& point2voxel_in,
-                                        const at::Tensor& count_in, const at::Tensor& argmax_in,
-                                        ScatterReduce reduce) {
+                                        const at::Tensor& count_in, const at::Tensor& argmax_in, ScatterReduce reduce) {
   const at::Tensor grad = grad_in.contiguous();
   const at::Tensor point2voxel = point2voxel_in.contiguous();
   const at::Tensor count = count_in.contiguous();
@@ -148,21 +148,21 @@ at::Tensor dynamic_scatter_backward_cpu(const at::Tensor& grad_in, const at::Ten
   const int64_t channels = grad.size(1);
   at::Tensor grad_feats = at::empty({n, channels}, grad.options());
   const int32_t* p2v = point2voxel.const_data_ptr<int32_t>();
-  AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, grad.scalar_type(), "mmops::dynamic_scatter backward (CPU)",
-                                  [&] {
-                                    using acc_t = at::opmath_type<scalar_t>;
-                                    const scalar_t* g = grad.const_data_ptr<scalar_t>();
-                                    scalar_t* out = grad_feats.mutable_data_ptr<scalar_t>();
-                                    at::parallel_for(0, n, kPointGrain, [&](int64_t begin, int64_t end) {
-                                      for (int64_t p = begin; p < end; ++p) {
-                                        for (int64_t c = 0; c < channels; ++c) {
-                                          out[p * channels + c] = voxelization::point_grad<scalar_t, acc_t>(
-                                              g, count.const_data_ptr<int32_t>(), argmax.const_data_ptr<int32_t>(),
-                                              m, channels, p, p2v[p], c, reduce);
-                                        }
-                                      }
-                                    });
-                                  });
+  AT_DISPATCH_FLOATING_TYPES_AND2(
+      at::kHalf, at::kBFloat16, grad.scalar_type(), "mmops::dynamic_scatter backward (CPU)", [&] {
+        using acc_t = at::opmath_type<scalar_t>;
+        const scalar_t* g = grad.const_data_ptr<scalar_t>();
+        scalar_t* out = grad_feats.mutable_data_ptr<scalar_t>();
+        at::parallel_for(0, n, kPointGrain, [&](int64_t begin, int64_t end) {
+          for (int64_t p = begin; p < end; ++p) {
+            for (int64_t c = 0; c < channels; ++c) {
+              out[p * channels + c] = voxelization::point_grad<scalar_t, acc_t>(g, count.const_data_ptr<int32_t>(),
+                                                                                argmax.const_data_ptr<int32_t>(), m,
+                                                                                channels, p, p2v[p], c, reduce);
+            }
+          }
+        });
+      });
   return grad_feats;
 }
 

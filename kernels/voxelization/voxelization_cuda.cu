@@ -172,18 +172,16 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> hard_voxelize_cuda(const at::Tens
   cudaStream_t stream = c10::cuda::getCurrentCUDAStream();
   at::Tensor key = at::empty({n}, points.options().dtype(at::kLong));
   AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, points.scalar_type(), "mmops::hard_voxelize keys", [&] {
-    voxelize_kernel<scalar_t><<<blocks_for(n), kThreads, 0, stream>>>(points.const_data_ptr<scalar_t>(), n, ndim,
-                                                                       params.grid, nullptr,
-                                                                       key.mutable_data_ptr<int64_t>());
+    voxelize_kernel<scalar_t><<<blocks_for(n), kThreads, 0, stream>>>(
+        points.const_data_ptr<scalar_t>(), n, ndim, params.grid, nullptr, key.mutable_data_ptr<int64_t>());
     C10_CUDA_KERNEL_LAUNCH_CHECK();
   });
   const auto [sorted_key, perm] = at::sort(key, /*stable=*/true, /*dim=*/0, /*descending=*/false);
   at::Tensor first = at::zeros({n}, int_options);
   at::Tensor head_at = at::empty({n}, key.options());
-  run_heads_kernel<<<blocks_for(n), kThreads, 0, stream>>>(sorted_key.const_data_ptr<int64_t>(),
-                                                           perm.const_data_ptr<int64_t>(), n,
-                                                           first.mutable_data_ptr<int32_t>(),
-                                                           head_at.mutable_data_ptr<int64_t>());
+  run_heads_kernel<<<blocks_for(n), kThreads, 0, stream>>>(
+      sorted_key.const_data_ptr<int64_t>(), perm.const_data_ptr<int64_t>(), n, first.mutable_data_ptr<int32_t>(),
+      head_at.mutable_data_ptr<int64_t>());
   C10_CUDA_KERNEL_LAUNCH_CHECK();
   const at::Tensor run_start = std::get<0>(at::cummax(head_at, 0));
   const at::Tensor voxel_rank = at::cumsum(first, 0, at::kLong);

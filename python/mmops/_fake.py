@@ -74,7 +74,11 @@ def _hard_voxelize_fake(
     torch.ops.mmops._hard_voxelize_check(points, voxel_size, coors_range, max_points, max_voxels)
     m = _kept_count()
     int32 = torch.int32
-    return points.new_empty((m, max_points, points.shape[1])), points.new_empty((m, 3), dtype=int32), points.new_empty((m,), dtype=int32)
+    return (
+        points.new_empty((m, max_points, points.shape[1])),
+        points.new_empty((m, 3), dtype=int32),
+        points.new_empty((m,), dtype=int32),
+    )
 
 
 def _scatter_outputs(feats: Tensor, coors: Tensor, reduce: str) -> Tuple[Tensor, Tensor]:

@@ -20,7 +20,7 @@ from torch import Tensor
 __all__ = ["voxelization", "hard_voxelize", "dynamic_voxelize", "Voxelization", "dynamic_scatter", "DynamicScatter"]
 
 
-def _floats(values: Sequence[float]) -> List[float]:
+def _floats(values: List[float]) -> List[float]:
     return [float(v) for v in values]
 
 
@@ -71,8 +71,8 @@ class Voxelization(torch.nn.Module):
         deterministic: bool = True,
     ):
         super().__init__()
-        self.voxel_size = _floats(voxel_size)
-        self.point_cloud_range = _floats(point_cloud_range)
+        self.voxel_size = [float(v) for v in voxel_size]
+        self.point_cloud_range = [float(v) for v in point_cloud_range]
         self.max_num_points = int(max_num_points)
         pair = tuple(max_voxels) if isinstance(max_voxels, (tuple, list)) else (max_voxels, max_voxels)
         self.max_voxels = (int(pair[0]), int(pair[1]))
@@ -111,8 +111,8 @@ class DynamicScatter(torch.nn.Module):
 
     def __init__(self, voxel_size: Sequence[float], point_cloud_range: Sequence[float], average_points: bool):
         super().__init__()
-        self.voxel_size = _floats(voxel_size)
-        self.point_cloud_range = _floats(point_cloud_range)
+        self.voxel_size = [float(v) for v in voxel_size]
+        self.point_cloud_range = [float(v) for v in point_cloud_range]
         self.average_points = average_points
 
     def forward_single(self, points: Tensor, coors: Tensor) -> Tuple[Tensor, Tensor]:

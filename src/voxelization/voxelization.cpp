@@ -23,8 +23,9 @@ TORCH_LIBRARY_FRAGMENT(mmops, m) {
   define_op(m,
             "hard_voxelize(Tensor points, float[3] voxel_size, float[6] coors_range, SymInt max_points=35, "
             "int max_voxels=20000) -> (Tensor voxels, Tensor coors, Tensor num_points_per_voxel)");
-  define_op(m, "dynamic_scatter(Tensor feats, Tensor coors, str reduce=\"max\") -> (Tensor voxel_feats, "
-               "Tensor voxel_coors)");
+  define_op(m,
+            "dynamic_scatter(Tensor feats, Tensor coors, str reduce=\"max\") -> (Tensor voxel_feats, "
+            "Tensor voxel_coors)");
   // Forward that also returns what the backward needs: the voxel of every point
   // (int32, -1: dropped), the points per voxel and, for max, the winning point.
   define_op(m,
@@ -34,8 +35,9 @@ TORCH_LIBRARY_FRAGMENT(mmops, m) {
             "_dynamic_scatter_backward(Tensor grad_voxel_feats, Tensor point2voxel, Tensor voxel_points_count, "
             "Tensor argmax, str reduce) -> Tensor");
   // Validation only (the arguments of the op above, nothing returned): for the fake kernels.
-  m.def("_hard_voxelize_check(Tensor points, float[3] voxel_size, float[6] coors_range, SymInt max_points, "
-        "int max_voxels) -> ()");
+  m.def(
+      "_hard_voxelize_check(Tensor points, float[3] voxel_size, float[6] coors_range, SymInt max_points, "
+      "int max_voxels) -> ()");
   m.def("_dynamic_scatter_check(Tensor feats, Tensor coors, str reduce) -> ()");
 }
 
@@ -82,8 +84,8 @@ at::Tensor backward_entry(const at::Tensor& grad_voxel_feats, const at::Tensor& 
   return Kernel(grad_voxel_feats, point2voxel, voxel_points_count, argmax, r);
 }
 
-void hard_voxelize_check(const at::Tensor& points, c10::ArrayRef<double> voxel_size,
-                         c10::ArrayRef<double> coors_range, c10::SymInt max_points, int64_t max_voxels) {
+void hard_voxelize_check(const at::Tensor& points, c10::ArrayRef<double> voxel_size, c10::ArrayRef<double> coors_range,
+                         c10::SymInt max_points, int64_t max_voxels) {
   detail::check_hard_voxelize(points, voxel_size, coors_range, max_points, max_voxels);
 }
 
@@ -99,8 +101,7 @@ at::Tensor dynamic_voxelize(const at::Tensor& points, at::ArrayRef<double> voxel
   return op.call(points, voxel_size, coors_range);
 }
 
-std::tuple<at::Tensor, at::Tensor, at::Tensor> hard_voxelize(const at::Tensor& points,
-                                                             at::ArrayRef<double> voxel_size,
+std::tuple<at::Tensor, at::Tensor, at::Tensor> hard_voxelize(const at::Tensor& points, at::ArrayRef<double> voxel_size,
                                                              at::ArrayRef<double> coors_range, int64_t max_points,
                                                              int64_t max_voxels) {
   static const auto op = detail::op_handle<HardVoxelizeFn>("mmops::hard_voxelize");
@@ -115,11 +116,11 @@ std::tuple<at::Tensor, at::Tensor> dynamic_scatter(const at::Tensor& feats, cons
 
 } // namespace mmops
 
-#define MMOPS_VOXELIZATION_ENTRIES(m, device)                                                           \
-  m.impl("dynamic_voxelize", &dynamic_voxelize_entry<kernels::dynamic_voxelize_##device>);              \
-  m.impl("hard_voxelize", &hard_voxelize_entry<kernels::hard_voxelize_##device>);                       \
-  m.impl("dynamic_scatter", &dynamic_scatter_entry<kernels::dynamic_scatter_forward_##device>);         \
-  m.impl("_dynamic_scatter_forward", &forward_entry<kernels::dynamic_scatter_forward_##device>);        \
+#define MMOPS_VOXELIZATION_ENTRIES(m, device)                                                    \
+  m.impl("dynamic_voxelize", &dynamic_voxelize_entry<kernels::dynamic_voxelize_##device>);       \
+  m.impl("hard_voxelize", &hard_voxelize_entry<kernels::hard_voxelize_##device>);                \
+  m.impl("dynamic_scatter", &dynamic_scatter_entry<kernels::dynamic_scatter_forward_##device>);  \
+  m.impl("_dynamic_scatter_forward", &forward_entry<kernels::dynamic_scatter_forward_##device>); \
   m.impl("_dynamic_scatter_backward", &backward_entry<kernels::dynamic_scatter_backward_##device>);
 
 MMOPS_REGISTER_DEVICE_ENTRIES(MMOPS_VOXELIZATION_ENTRIES)

@@ -41,11 +41,13 @@ VoxelGrid check_grid(const char* op, c10::ArrayRef<double> voxel_size, c10::Arra
     const float hi = static_cast<float>(coors_range[a + 3]);
     TORCH_CHECK(std::isfinite(size) && size > 0, op, "expected voxel_size[", a,
                 "] to be a positive finite float32, but got ", voxel_size[a]);
-    TORCH_CHECK(std::isfinite(lo) && std::isfinite(hi), op, "expected coors_range to hold finite float32 values, but got ",
-                coors_range[a], " and ", coors_range[a + 3], " along ", kAxes[a]);
+    TORCH_CHECK(std::isfinite(lo) && std::isfinite(hi), op,
+                "expected coors_range to hold finite float32 values, but got ", coors_range[a], " and ",
+                coors_range[a + 3], " along ", kAxes[a]);
     const float cells = std::round((hi - lo) / size);
-    TORCH_CHECK(cells >= 1 && cells <= static_cast<float>(1 << 30), op, "expected coors_range and voxel_size to give 1 to ",
-                1 << 30, " voxels along ", kAxes[a], " (round((max - min) / size)), but got ", cells);
+    TORCH_CHECK(cells >= 1 && cells <= static_cast<float>(1 << 30), op,
+                "expected coors_range and voxel_size to give 1 to ", 1 << 30, " voxels along ", kAxes[a],
+                " (round((max - min) / size)), but got ", cells);
     g.size[a] = size;
     g.min[a] = lo;
     g.cells[a] = static_cast<int32_t>(cells);
@@ -110,8 +112,9 @@ ScatterReduce check_dynamic_scatter(const at::Tensor& feats, const at::Tensor& c
   TORCH_SYM_CHECK(feats.sym_size(0).sym_le(kInt32Max), op, "expected at most 2^31 - 1 points in feats, but got ",
                   feats.sym_size(0));
   const c10::SymBool fits = coors.dim() == 2 ? coors.sym_size(0).sym_eq(feats.sym_size(0)) : c10::SymBool(false);
-  TORCH_SYM_CHECK(fits, op, "expected coors to be a 2-D tensor of shape [N, D] with N = feats.size(0) = ",
-                  feats.sym_size(0), ", but got shape ", shape_of(coors));
+  TORCH_SYM_CHECK(fits, op,
+                  "expected coors to be a 2-D tensor of shape [N, D] with N = feats.size(0) = ", feats.sym_size(0),
+                  ", but got shape ", shape_of(coors));
   TORCH_CHECK(coors.sym_size(1) >= 1, op, "expected coors to have at least one column, but got shape ",
               shape_of(coors));
   TORCH_CHECK(coors.scalar_type() == at::kInt, op, "expected coors to have dtype int32 (Int), but got ",
@@ -132,19 +135,20 @@ ScatterReduce check_dynamic_scatter_backward(const at::Tensor& grad, const at::T
   TORCH_CHECK(point2voxel.dim() == 1 && point2voxel.scalar_type() == at::kInt, op,
               "expected point2voxel to be a 1-D int32 tensor [N], but got shape ", shape_of(point2voxel), " and ",
               point2voxel.scalar_type());
-  TORCH_SYM_CHECK(point2voxel.sym_size(0).sym_le(kInt32Max), op, "expected at most 2^31 - 1 points in point2voxel, but got ",
-                  point2voxel.sym_size(0));
-  const c10::SymBool count_fits =
-      count.dim() == 1 ? count.sym_size(0).sym_eq(grad.sym_size(0)) : c10::SymBool(false);
-  TORCH_SYM_CHECK(count_fits, op, "expected voxel_points_count to be a 1-D tensor [M] with M = grad_voxel_feats.size(0) = ",
+  TORCH_SYM_CHECK(point2voxel.sym_size(0).sym_le(kInt32Max), op,
+                  "expected at most 2^31 - 1 points in point2voxel, but got ", point2voxel.sym_size(0));
+  const c10::SymBool count_fits = count.dim() == 1 ? count.sym_size(0).sym_eq(grad.sym_size(0)) : c10::SymBool(false);
+  TORCH_SYM_CHECK(count_fits, op,
+                  "expected voxel_points_count to be a 1-D tensor [M] with M = grad_voxel_feats.size(0) = ",
                   grad.sym_size(0), ", but got shape ", shape_of(count));
   TORCH_CHECK(count.scalar_type() == at::kInt, op, "expected voxel_points_count to have dtype int32, but got ",
               count.scalar_type());
   const c10::SymInt rows = reduce == ScatterReduce::Max ? grad.sym_size(0) : c10::SymInt(0);
-  const c10::SymBool argmax_fits = argmax.dim() == 2 ? argmax.sym_size(0).sym_eq(rows).sym_and(argmax.sym_size(1).sym_eq(grad.sym_size(1)))
-                                                     : c10::SymBool(false);
-  TORCH_SYM_CHECK(argmax_fits, op, "expected argmax to be a 2-D tensor [", rows, ", ", grad.sym_size(1),
-                  "] (reduce \"", reduce_name(reduce), "\"), but got shape ", shape_of(argmax));
+  const c10::SymBool argmax_fits =
+      argmax.dim() == 2 ? argmax.sym_size(0).sym_eq(rows).sym_and(argmax.sym_size(1).sym_eq(grad.sym_size(1)))
+                        : c10::SymBool(false);
+  TORCH_SYM_CHECK(argmax_fits, op, "expected argmax to be a 2-D tensor [", rows, ", ", grad.sym_size(1), "] (reduce \"",
+                  reduce_name(reduce), "\"), but got shape ", shape_of(argmax));
   TORCH_CHECK(argmax.scalar_type() == at::kInt, op, "expected argmax to have dtype int32, but got ",
               argmax.scalar_type());
   for (const at::Tensor* t : {&point2voxel, &count, &argmax}) {

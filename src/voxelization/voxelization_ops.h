@@ -64,7 +64,7 @@ using DynamicScatterForwardFn = std::tuple<at::Tensor, at::Tensor, at::Tensor, a
 
 // _dynamic_scatter_backward(Tensor grad_voxel_feats, Tensor point2voxel, Tensor voxel_points_count,
 //     Tensor argmax, str reduce) -> Tensor
-using DynamicScatterBackwardFn = at::Tensor(const at::Tensor&, const at::Tensor&, const at::Tensor&,
-                                            const at::Tensor&, c10::string_view);
+using DynamicScatterBackwardFn = at::Tensor(const at::Tensor&, const at::Tensor&, const at::Tensor&, const at::Tensor&,
+                                            c10::string_view);
 
 } // namespace mmops

@@ -22,22 +22,21 @@ const std::vector<double> kRange = {0.0, -40.0, -3.0, 70.4, 40.0, 1.0}; // 141 x
 
 at::Tensor known_points() {
   const double nan = std::nan("");
-  return at::tensor({0.1, -39.9, -2.9, 1.0,   // (0, 0, 0)
-                     10.2, 0.3, 0.6, 2.0,     // (7, 80, 20)
-                     0.4, -39.6, -2.6, 3.0,   // (0, 0, 0)
-                     70.4, 0.0, 0.0, 4.0,     // (6, 80, 140): inside the rounded grid
-                     5.0, 40.0, 0.0, 5.0,     // y == y_max: out
-                     nan, 0.0, 0.0, 6.0,      // out
-                     0.0, -40.0, -3.0, 7.0,   // the range minimum: (0, 0, 0)
-                     70.5, 0.0, 0.0, 8.0})    // x cell 141: out
+  return at::tensor({0.1,  -39.9, -2.9, 1.0,  // (0, 0, 0)
+                     10.2, 0.3,   0.6,  2.0,  // (7, 80, 20)
+                     0.4,  -39.6, -2.6, 3.0,  // (0, 0, 0)
+                     70.4, 0.0,   0.0,  4.0,  // (6, 80, 140): inside the rounded grid
+                     5.0,  40.0,  0.0,  5.0,  // y == y_max: out
+                     nan,  0.0,   0.0,  6.0,  // out
+                     0.0,  -40.0, -3.0, 7.0,  // the range minimum: (0, 0, 0)
+                     70.5, 0.0,   0.0,  8.0}) // x cell 141: out
       .reshape({8, 4});
 }
 
 TEST(Voxelization, DynamicKnownVector) {
-  const at::Tensor expected = at::tensor({0, 0, 0, 7, 80, 20, 0, 0, 0, 6, 80, 140, -1, -1, -1, -1, -1, -1, 0, 0, 0,
-                                          -1, -1, -1},
-                                         at::kInt)
-                                  .reshape({8, 3});
+  const at::Tensor expected =
+      at::tensor({0, 0, 0, 7, 80, 20, 0, 0, 0, 6, 80, 140, -1, -1, -1, -1, -1, -1, 0, 0, 0, -1, -1, -1}, at::kInt)
+          .reshape({8, 3});
   for (at::ScalarType dtype : {at::kFloat, at::kDouble}) {
     EXPECT_TRUE(at::equal(mmops::dynamic_voxelize(known_points().to(dtype), kVoxel, kRange), expected));
   }
@@ -105,7 +104,8 @@ TEST(Voxelization, CudaMatchesCpu) {
     GTEST_SKIP() << "no CUDA device on this machine";
   }
   at::manual_seed(4);
-  const at::Tensor points = at::rand({20000, 4}) * at::tensor({80.0, 90.0, 5.0, 1.0}) - at::tensor({5.0, 45.0, 3.5, 0.0});
+  const at::Tensor points =
+      at::rand({20000, 4}) * at::tensor({80.0, 90.0, 5.0, 1.0}) - at::tensor({5.0, 45.0, 3.5, 0.0});
   const auto cpu = mmops::hard_voxelize(points, kVoxel, kRange, 5, 3000);
   const auto gpu = mmops::hard_voxelize(points.cuda(), kVoxel, kRange, 5, 3000);
   EXPECT_TRUE(at::equal(std::get<0>(gpu).cpu(), std::get<0>(cpu)));
@@ -128,17 +128,17 @@ const mmops_test::CppApiEntry dynamic_voxelize_api{
           mmops::dynamic_voxelize(a[0].toTensor(), a[1].toDoubleVector(), a[2].toDoubleVector())};
     }};
 
-const mmops_test::CppApiEntry hard_voxelize_api{
-    "mmops::hard_voxelize", [](const mmops_test::ApiArgs& a) {
-      const auto [voxels, coors, num] = mmops::hard_voxelize(a[0].toTensor(), a[1].toDoubleVector(),
-                                                             a[2].toDoubleVector(), a[3].toInt(), a[4].toInt());
-      return mmops_test::ApiOutputs{voxels, coors, num};
-    }};
+const mmops_test::CppApiEntry hard_voxelize_api{"mmops::hard_voxelize", [](const mmops_test::ApiArgs& a) {
+                                                  const auto [voxels, coors, num] = mmops::hard_voxelize(
+                                                      a[0].toTensor(), a[1].toDoubleVector(), a[2].toDoubleVector(),
+                                                      a[3].toInt(), a[4].toInt());
+                                                  return mmops_test::ApiOutputs{voxels, coors, num};
+                                                }};
 
-const mmops_test::CppApiEntry dynamic_scatter_api{
-    "mmops::dynamic_scatter", [](const mmops_test::ApiArgs& a) {
-      const auto [feats, coors] = mmops::dynamic_scatter(a[0].toTensor(), a[1].toTensor(), a[2].toStringRef());
-      return mmops_test::ApiOutputs{feats, coors};
-    }};
+const mmops_test::CppApiEntry dynamic_scatter_api{"mmops::dynamic_scatter", [](const mmops_test::ApiArgs& a) {
+                                                    const auto [feats, coors] = mmops::dynamic_scatter(
+                                                        a[0].toTensor(), a[1].toTensor(), a[2].toStringRef());
+                                                    return mmops_test::ApiOutputs{feats, coors};
+                                                  }};
 
 } // namespace

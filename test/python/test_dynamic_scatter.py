@@ -3,6 +3,7 @@ dynamic voxelization then dynamic_scatter, among them: scripted here and run fro
 then the references of voxelization_reference.py, gradcheck, ties / NaN / dropped rows,
 the wrappers and module, the mmcv.ops bridge and the CUDA-specific tests."""
 
+import importlib
 import math
 
 import pytest
@@ -71,15 +72,16 @@ def _sample(reduce):
 
 
 def _empty(reduce):
+    """No point, and every row dropped."""
+
     def empty(device, dtype):
         feats = torch.zeros(0, 3, dtype=dtype, device=device)
-        all_dropped = random_feats(6, 3, dtype=dtype, device=device)
+        no_points = torch.zeros(0, 3, dtype=torch.int32, device=device)
+        dropped = torch.full((6, 4), -1, dtype=torch.int32, device=device)
         return [
-            Sample((feats, torch.zeros(0, 3, dtype=torch.int32, device=device), reduce), out_shapes=[(0, 3), (0, 3)]),
-            Sample((all_dropped, torch.full((6, 4), -1, dtype=torch.int32, device=device), reduce), out_shapes=[(0, 3), (0, 4)]),
-            Sample((torch.zeros(5, 0, dtype=dtype, device=device), random_coors(5, device=device, dropped=0), reduce),
-                   out_shapes=None),
-        ][: 2]
+            Sample((feats, no_points, reduce), out_shapes=[(0, 3), (0, 3)]),
+            Sample((random_feats(6, 3, dtype=dtype, device=device), dropped, reduce), out_shapes=[(0, 3), (0, 4)]),
+        ]
 
     return empty
 
@@ -97,7 +99,9 @@ def _helpers(sample):
 def _cuda_samples(reduce):
     def samples(dtype):
         for n, columns, high in ((1, 3, 4), (255, 3, 4), (257, 4, 6), (5000, 3, 20), (3000, 1, 1 << 30), (2000, 5, 3)):
-            yield Sample((random_feats(n, 7, seed=n, dtype=dtype), random_coors(n, columns=columns, high=high, seed=n), reduce))
+            yield Sample(
+                (random_feats(n, 7, seed=n, dtype=dtype), random_coors(n, columns=columns, high=high, seed=n), reduce)
+            )
 
     return samples
 
@@ -111,13 +115,20 @@ _Z = torch.zeros
 _I = torch.int32
 BAD = {
     "feats_1d": BadInput(lambda *_: (_Z(3), _Z(3, 3, dtype=_I), "sum"), r"feats to be a 2-D tensor of shape \[N, C\]"),
-    "feats_int": BadInput(lambda *_: (_Z(3, 2, dtype=_I), _Z(3, 3, dtype=_I), "sum"), "feats to have a floating point dtype"),
-    "coors_float": BadInput(lambda *_: (_Z(3, 2), _Z(3, 3), "sum"), r"coors to have dtype int32 \(Int\), but got Float"),
+    "feats_int": BadInput(
+        lambda *_: (_Z(3, 2, dtype=_I), _Z(3, 3, dtype=_I), "sum"), "feats to have a floating point dtype"
+    ),
+    "coors_float": BadInput(
+        lambda *_: (_Z(3, 2), _Z(3, 3), "sum"), r"coors to have dtype int32 \(Int\), but got Float"
+    ),
     "coors_rows": BadInput(
-        lambda *_: (_Z(3, 2), _Z(4, 3, dtype=_I), "sum"), r"coors to be a 2-D tensor of shape \[N, D\] with N = feats.size\(0\) = 3"
+        lambda *_: (_Z(3, 2), _Z(4, 3, dtype=_I), "sum"),
+        r"coors to be a 2-D tensor of shape \[N, D\] with N = feats.size\(0\) = 3",
     ),
     "coors_no_column": BadInput(lambda *_: (_Z(3, 2), _Z(3, 0, dtype=_I), "sum"), "coors to have at least one column"),
-    "reduce": BadInput(lambda *_: (_Z(3, 2), _Z(3, 3, dtype=_I), "min"), 'reduce must be "sum", "mean" or "max", but got "min"'),
+    "reduce": BadInput(
+        lambda *_: (_Z(3, 2), _Z(3, 3, dtype=_I), "min"), 'reduce must be "sum", "mean" or "max", but got "min"'
+    ),
     "coors_on_cpu": BadInput(
         lambda *_: (_Z(3, 2, device="cuda"), _Z(3, 3, dtype=_I), "sum"), "coors on the device of feats", cuda=True
     ),
@@ -144,7 +155,9 @@ CONFORMANCE = [
     ConformanceCase(
         "voxel_encoder",
         torch.ops.mmops.dynamic_voxelize,
-        lambda device, dtype, size: Sample((random_cloud(60 + 30 * size, seed=size, dtype=dtype, device=device), VOXEL, RANGE)),
+        lambda device, dtype, size: Sample(
+            (random_cloud(60 + 30 * size, seed=size, dtype=dtype, device=device), VOXEL, RANGE)
+        ),
         dtypes=(),  # the ops' own cases compare CUDA with CPU per dtype
         grad_args=(0,),
         module=VoxelEncoder,
@@ -179,7 +192,9 @@ def test_matches_reference(reduce, dtype, n, columns, high):
 def test_large_coordinates_keep_lexicographic_order():
     """Coordinates up to 2^31 - 1 in every column (two 31-bit columns share one sort key)."""
     big = 2**31 - 1
-    coors = torch.tensor([[big, 0, 5], [0, big, 5], [big, 0, 4], [0, big, 5], [1, 1, big], [0, 0, 0]], dtype=torch.int32)
+    coors = torch.tensor(
+        [[big, 0, 5], [0, big, 5], [big, 0, 4], [0, big, 5], [1, 1, big], [0, 0, 0]], dtype=torch.int32
+    )
     feats = torch.arange(6.0).unsqueeze(1)
     out, out_coors = scatter_op(feats, coors, "sum")
     assert out_coors.tolist() == [[0, 0, 0], [0, big, 5], [1, 1, big], [big, 0, 4], [big, 0, 5]]
@@ -313,7 +328,7 @@ def test_voxel_encoder_against_reference():
 
 def test_mmcv_bridge_dynamic_scatter():
     pytest.importorskip("mmcv")
-    import mmops.mmcv_ops  # noqa: F401  (routes mmcv's Function to mmops)
+    importlib.import_module("mmops.mmcv_ops")  # first: routes mmcv's Functions to mmops
     from mmcv.ops import DynamicScatter
 
     feats = random_feats(90, 3, seed=7).requires_grad_(True)

@@ -3,6 +3,8 @@ then the float64-style references of voxelization_reference.py, a hand-derived v
 on mmcv's test configuration, boundaries / NaN / Inf, the wrappers and module, the
 mmcv.ops bridge and the CUDA-specific tests (skipped without a GPU)."""
 
+import importlib
+
 import pytest
 import torch
 from conformance import BadInput, ConformanceCase, ConformanceSuite, Sample
@@ -36,10 +38,18 @@ def random_cloud(n, *, seed=0, dtype=torch.float32, device="cpu", ndim=4):
 class _Voxelizer(torch.nn.Module):
     """Hard and dynamic voxelization and a mean over each voxel's points."""
 
+    def __init__(self):
+        super().__init__()
+        self.voxel_size, self.coors_range = VOXEL, RANGE
+        self.max_points, self.max_voxels = MAX_POINTS, MAX_VOXELS
+
     def forward(self, points: torch.Tensor):
-        voxels, coors, num = torch.ops.mmops.hard_voxelize(points, VOXEL, RANGE, MAX_POINTS, MAX_VOXELS)
+        voxel_size, coors_range = self.voxel_size, self.coors_range
+        voxels, coors, num = torch.ops.mmops.hard_voxelize(
+            points, voxel_size, coors_range, self.max_points, self.max_voxels
+        )
         mean = voxels.sum(1) / num.clamp(min=1).unsqueeze(1).to(voxels.dtype)
-        return voxels, coors, num, mean, torch.ops.mmops.dynamic_voxelize(points, VOXEL, RANGE)
+        return voxels, coors, num, mean, torch.ops.mmops.dynamic_voxelize(points, voxel_size, coors_range)
 
 
 def _sample(hard):
@@ -209,10 +219,12 @@ def test_known_vector_hard(dtype):
     # voxels by first point (0, 1, 3); point 8 is the third of voxel 0: dropped
     assert coors.tolist() == [[0, 0, 0], [7, 80, 20], [6, 80, 140]]
     assert num.tolist() == [2, 2, 2]
-    assert torch.equal(voxels, points[[[0, 2], [1, 5], [3, 9]]])
+    assert torch.equal(voxels, points[torch.tensor([[0, 2], [1, 5], [3, 9]])])
     voxels, coors, num = hard_op(points, MMCV_VOXEL, MMCV_RANGE, 3, 2)  # the third voxel dropped
     assert coors.tolist() == [[0, 0, 0], [7, 80, 20]] and num.tolist() == [3, 2]
-    assert torch.equal(voxels[0], points[[0, 2, 8]]) and torch.equal(voxels[1, 2], torch.zeros(4, dtype=dtype))
+    assert torch.equal(voxels[0], points[torch.tensor([0, 2, 8])]) and torch.equal(
+        voxels[1, 2], torch.zeros(4, dtype=dtype)
+    )
 
 
 def test_float32_parameters():
@@ -281,7 +293,7 @@ def test_voxelization_module_train_eval_and_script():
 
 def test_mmcv_bridge_voxelization():
     pytest.importorskip("mmcv")
-    import mmops.mmcv_ops  # noqa: F401  (routes mmcv's Function to mmops)
+    importlib.import_module("mmops.mmcv_ops")  # first: routes mmcv's Functions to mmops
     from mmcv.ops import Voxelization
 
     points = random_cloud(150, seed=8)
@@ -300,7 +312,9 @@ def lidar_cloud(n, seed=0, dtype=torch.float32):
     r = 2.0 + ring**1.6 * 0.6 + torch.rand(n, generator=g, dtype=torch.float64) * 0.05
     theta = torch.rand(n, generator=g, dtype=torch.float64) * 6.283
     z = -1.7 + ring * 0.03
-    pts = torch.stack([r * torch.cos(theta), r * torch.sin(theta), z, torch.rand(n, generator=g, dtype=torch.float64)], 1)
+    pts = torch.stack(
+        [r * torch.cos(theta), r * torch.sin(theta), z, torch.rand(n, generator=g, dtype=torch.float64)], 1
+    )
     return pts.to(dtype)
 
 
