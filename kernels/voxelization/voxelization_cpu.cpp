@@ -110,31 +110,29 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> hard_voxelize_cpu(const at::Tenso
 
 ScatterResult dynamic_scatter_forward_cpu(const at::Tensor& feats_in, const at::Tensor& coors, ScatterReduce reduce) {
   const at::Tensor feats = feats_in.contiguous();
+  VoxelGroups groups;
+  ScatterResult r = plan_scatter(feats, coors, reduce, groups);
+  const int64_t m = r.voxel_feats.size(0);
   const int64_t channels = feats.size(1);
-  const VoxelGroups groups = group_by_coordinates(coors);
-  const int64_t m = groups.voxel_coors.size(0);
-  const bool is_max = reduce == ScatterReduce::Max;
-  at::Tensor out = at::empty({m, channels}, feats.options());
-  at::Tensor argmax = at::empty({is_max ? m : 0, channels}, feats.options().dtype(at::kInt));
   const int64_t* order = groups.order.const_data_ptr<int64_t>();
   const int64_t* starts = groups.starts.const_data_ptr<int64_t>();
   AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, feats.scalar_type(), "mmops::dynamic_scatter (CPU)", [&] {
     using acc_t = at::opmath_type<scalar_t>;
     const scalar_t* f = feats.const_data_ptr<scalar_t>();
-    scalar_t* o = out.mutable_data_ptr<scalar_t>();
-    int32_t* arg = argmax.mutable_data_ptr<int32_t>();
-    at::parallel_for(
-        0, m, std::max<int64_t>(1, 2048 / std::max<int64_t>(channels, 1)), [&](int64_t begin, int64_t end) {
-          for (int64_t v = begin; v < end; ++v) {
-            for (int64_t c = 0; c < channels; ++c) {
-              voxelization::reduce_voxel_channel<scalar_t, acc_t>(f, channels, order, starts[v], starts[v + 1], c,
-                                                                  reduce, o + v * channels + c,
-                                                                  is_max ? arg + v * channels + c : nullptr);
-            }
-          }
-        });
+    scalar_t* out = r.voxel_feats.mutable_data_ptr<scalar_t>();
+    int32_t* argmax = reduce == ScatterReduce::Max ? r.argmax.mutable_data_ptr<int32_t>() : nullptr;
+    const int64_t grain = std::max<int64_t>(1, 2048 / std::max<int64_t>(channels, 1));
+    at::parallel_for(0, m, grain, [&](int64_t begin, int64_t end) {
+      for (int64_t v = begin; v < end; ++v) {
+        for (int64_t c = 0; c < channels; ++c) {
+          const int64_t at = v * channels + c;
+          voxelization::reduce_voxel_channel<scalar_t, acc_t>(f, channels, order, starts[v], starts[v + 1], c, reduce,
+                                                              out + at, argmax != nullptr ? argmax + at : nullptr);
+        }
+      }
+    });
   });
-  return {out, groups.voxel_coors, groups.point2voxel, groups.counts, argmax};
+  return r;
 }
 
 at::Tensor dynamic_scatter_backward_cpu(const at::Tensor& grad_in, const at::Tensor& point2voxel_in,

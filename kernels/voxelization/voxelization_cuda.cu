@@ -204,23 +204,22 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> hard_voxelize_cuda(const at::Tens
 ScatterResult dynamic_scatter_forward_cuda(const at::Tensor& feats_in, const at::Tensor& coors, ScatterReduce reduce) {
   const c10::cuda::CUDAGuard guard(feats_in.device());
   const at::Tensor feats = feats_in.contiguous();
+  VoxelGroups groups;
+  ScatterResult r = plan_scatter(feats, coors, reduce, groups);
+  const int64_t m = r.voxel_feats.size(0);
   const int64_t channels = feats.size(1);
-  const VoxelGroups groups = group_by_coordinates(coors);
-  const int64_t m = groups.voxel_coors.size(0);
-  const bool is_max = reduce == ScatterReduce::Max;
-  at::Tensor out = at::empty({m, channels}, feats.options());
-  at::Tensor argmax = at::empty({is_max ? m : 0, channels}, feats.options().dtype(at::kInt));
-  if (m * channels > 0) {
-    cudaStream_t stream = c10::cuda::getCurrentCUDAStream();
-    AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, feats.scalar_type(), "mmops::dynamic_scatter", [&] {
-      scatter_forward_kernel<scalar_t><<<blocks_for(m * channels), kThreads, 0, stream>>>(
-          feats.const_data_ptr<scalar_t>(), groups.order.const_data_ptr<int64_t>(),
-          groups.starts.const_data_ptr<int64_t>(), m, channels, reduce, out.mutable_data_ptr<scalar_t>(),
-          argmax.mutable_data_ptr<int32_t>());
-      C10_CUDA_KERNEL_LAUNCH_CHECK();
-    });
+  if (m * channels == 0) {
+    return r;
   }
-  return {out, groups.voxel_coors, groups.point2voxel, groups.counts, argmax};
+  cudaStream_t stream = c10::cuda::getCurrentCUDAStream();
+  AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, feats.scalar_type(), "mmops::dynamic_scatter", [&] {
+    scatter_forward_kernel<scalar_t><<<blocks_for(m * channels), kThreads, 0, stream>>>(
+        feats.const_data_ptr<scalar_t>(), groups.order.const_data_ptr<int64_t>(),
+        groups.starts.const_data_ptr<int64_t>(), m, channels, reduce, r.voxel_feats.mutable_data_ptr<scalar_t>(),
+        r.argmax.mutable_data_ptr<int32_t>());
+    C10_CUDA_KERNEL_LAUNCH_CHECK();
+  });
+  return r;
 }
 
 at::Tensor dynamic_scatter_backward_cuda(const at::Tensor& grad_in, const at::Tensor& point2voxel_in,

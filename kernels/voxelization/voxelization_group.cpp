@@ -62,5 +62,15 @@ VoxelGroups group_by_coordinates(const at::Tensor& coors_in) {
   return {order, starts, point2voxel, counts, rows.index_select(0, head_positions)};
 }
 
+ScatterResult plan_scatter(const at::Tensor& feats, const at::Tensor& coors, ScatterReduce reduce,
+                           VoxelGroups& groups) {
+  groups = group_by_coordinates(coors);
+  const int64_t m = groups.voxel_coors.size(0);
+  const int64_t channels = feats.size(1);
+  const int64_t argmax_rows = reduce == ScatterReduce::Max ? m : 0;
+  return {at::empty({m, channels}, feats.options()), groups.voxel_coors, groups.point2voxel, groups.counts,
+          at::empty({argmax_rows, channels}, feats.options().dtype(at::kInt))};
+}
+
 } // namespace kernels
 } // namespace mmops

@@ -44,6 +44,11 @@ struct VoxelGroups {
 };
 VoxelGroups group_by_coordinates(const at::Tensor& coors);
 
+// dynamic_scatter's forward before the reduction: the groups of coors, and the
+// result with voxel_feats and argmax allocated (not filled) for feats [N, C]
+// (contiguous) and the rest filled.
+ScatterResult plan_scatter(const at::Tensor& feats, const at::Tensor& coors, ScatterReduce reduce, VoxelGroups& groups);
+
 // coors [N, 3] int32 (z, y, x), a row of -1 for a point out of range.
 at::Tensor dynamic_voxelize_cpu(const at::Tensor& points, const VoxelGrid& grid);
 

@@ -64,7 +64,7 @@ class _Scatter(torch.nn.Module):
 
 def _sample(reduce):
     def sample(device, dtype, size):
-        n, c = (50, 3) if size == 0 else (80, 5)
+        n, c = (50, 4) if size == 0 else (80, 5)  # c != 3 columns of coors (no duck sizing)
         feats = random_feats(n, c, seed=size, dtype=dtype, device=device)
         return Sample((feats, random_coors(n, seed=size, device=device), reduce))
 
@@ -369,3 +369,13 @@ def test_cuda_backward_guards_bad_indices_without_strict_mode():
     bad[0] = 1000  # treated as dropped: gradient 0, no out-of-bounds read
     g = torch.ops.mmops._dynamic_scatter_backward(grad, bad, count, argmax, "mean")
     assert g[0].abs().sum().item() == 0
+
+
+@pytest.mark.cuda
+def test_cuda_strict_mode_validates_backward_indices():
+    from conftest import strict_index_check
+
+    feats, coors = random_feats(10, 2, device="cuda"), random_coors(10, high=2, dropped=0, device="cuda")
+    out, _, p2v, count, argmax = torch.ops.mmops._dynamic_scatter_forward(feats, coors, "max")
+    with strict_index_check(True), pytest.raises(RuntimeError, match=r"point2voxel values in \[-1, M = "):
+        torch.ops.mmops._dynamic_scatter_backward(torch.ones_like(out), p2v + 100, count, argmax, "max")
