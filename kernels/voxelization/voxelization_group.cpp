@@ -11,6 +11,7 @@
 #include "voxelization/voxelization_kernels.h"
 
 #include <ATen/TensorOperators.h>
+#include <ATen/core/List.h>
 #include <ATen/ops/all.h>
 #include <ATen/ops/any.h>
 #include <ATen/ops/arange.h>
@@ -24,6 +25,7 @@
 
 #include <algorithm>
 #include <limits>
+#include <optional>
 
 namespace mmops {
 namespace kernels {
@@ -55,7 +57,10 @@ VoxelGroups group_by_coordinates(const at::Tensor& coors_in) {
   const at::Tensor head_positions = at::arange(n, long_options).masked_select(head);
   const at::Tensor voxel_of_position = head.cumsum(0, at::kLong) - 1;
   at::Tensor point2voxel = at::empty({n}, coors.options());
-  point2voxel.index_copy_(0, order, at::where(valid_sorted, voxel_of_position, -1).to(at::kInt));
+  // index_put_ without accumulate: deterministic on CUDA (every index once)
+  c10::List<std::optional<at::Tensor>> at_order;
+  at_order.push_back(order);
+  point2voxel.index_put_(at_order, at::where(valid_sorted, voxel_of_position, -1).to(at::kInt));
   const at::Tensor starts = at::cat({head_positions, valid.to(at::kLong).sum().view({1})});
   const int64_t m = head_positions.size(0);
   const at::Tensor counts = at::sub(starts.slice(0, 1), starts.slice(0, 0, m)).to(at::kInt);

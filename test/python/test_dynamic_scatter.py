@@ -56,10 +56,8 @@ class VoxelEncoder(torch.nn.Module):
 
 class _Scatter(torch.nn.Module):
     def forward(self, feats: torch.Tensor, coors: torch.Tensor):
-        mean, mean_coors = torch.ops.mmops.dynamic_scatter(feats * 2.0, coors, "mean")
-        total, _ = torch.ops.mmops.dynamic_scatter(feats, coors, "sum")
-        best, _ = mmops.dynamic_scatter(feats, coors, "max")
-        return mean + total * best, mean_coors
+        out, voxel_coors = mmops.dynamic_scatter(feats * 2.0, coors, "sum")
+        return out + 1.0, voxel_coors
 
 
 def _sample(reduce):
@@ -161,6 +159,9 @@ CONFORMANCE = [
         dtypes=(),  # the ops' own cases compare CUDA with CPU per dtype
         grad_args=(0,),
         module=VoxelEncoder,
+        # torch.compile of the ops is covered by the dynamic_scatter_sum case (inductor takes
+        # about a minute on this encoder on 2 cores)
+        module_tests=("export", "torchscript"),
     )
 ]
 
