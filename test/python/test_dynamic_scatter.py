@@ -380,3 +380,14 @@ def test_cuda_strict_mode_validates_backward_indices():
     out, _, p2v, count, argmax = torch.ops.mmops._dynamic_scatter_forward(feats, coors, "max")
     with strict_index_check(True), pytest.raises(RuntimeError, match=r"point2voxel values in \[-1, M = "):
         torch.ops.mmops._dynamic_scatter_backward(torch.ones_like(out), p2v + 100, count, argmax, "max")
+
+
+def test_autocast_runs_in_float32():
+    feats, coors = random_feats(40, 3, seed=9).bfloat16(), random_coors(40, seed=9)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        out, out_coors = scatter_op(feats, coors, "mean")
+        voxels = torch.ops.mmops.hard_voxelize(random_cloud(30).bfloat16(), VOXEL, RANGE, 3, 40)[0]
+    expected, expected_coors = scatter_op(feats.float(), coors, "mean")
+    assert out.dtype == torch.bfloat16 and torch.equal(out_coors, expected_coors)
+    assert torch.equal(out, expected.bfloat16())
+    assert voxels.dtype == torch.bfloat16
