@@ -119,7 +119,8 @@ def _fwd_bwd(fn, feats, coors, grad):
 def bench(case: Case, distribution: str, points: int, clouds: int, run, timer, problems) -> FwdBwdRow:
     dev = run.device
     cloud_list = [make_cloud(points, distribution, seed=i, device=dev) for i in range(clouds)]
-    labels = (case.name, f"{clouds} x {points}", distribution, "fp32")
+    op = {"hard": "hard_voxelize", "dynamic": "dynamic_voxelize", "scatter_mean": "dynamic_scatter"}[case.name]
+    labels = (op, f"{clouds} x {points}", distribution, "fp32")
     if case.name == "hard":
         mm = lambda: [torch.ops.mmops.hard_voxelize(p, VOXEL, RANGE, MAX_POINTS, MAX_VOXELS) for p in cloud_list]  # noqa: E731
         base = lambda: [composite_hard(p) for p in cloud_list]  # noqa: E731
@@ -163,7 +164,7 @@ def main() -> int:
         cases=(CASES, CASES),
         options=[DISTRIBUTIONS, POINTS, CLOUDS],
         bench=bench,
-        labels=("case", "points", "distribution", "dtype"),
+        labels=("op", "points", "distribution", "dtype"),
         baseline="composite",
         check="check",
         with_torchvision=False,
