@@ -11,9 +11,9 @@
 #include <ATen/OpMathType.h>
 #include <ATen/Parallel.h>
 #include <ATen/ops/empty.h>
-#include <ATen/ops/full.h>
 #include <ATen/ops/zeros.h>
 
+#include <algorithm>
 #include <unordered_map>
 #include <vector>
 
