@@ -56,7 +56,7 @@ class VoxelEncoder(torch.nn.Module):
 
 class _Scatter(torch.nn.Module):
     def forward(self, feats: torch.Tensor, coors: torch.Tensor):
-        out, voxel_coors = mmops.dynamic_scatter(feats * 2.0, coors, "sum")
+        out, voxel_coors = torch.ops.mmops.dynamic_scatter(feats * 2.0, coors, "sum")
         return out + 1.0, voxel_coors
 
 
