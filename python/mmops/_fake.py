@@ -61,3 +61,48 @@ def _nms_rotated_fake(
 def _nms_quadri_fake(boxes: Tensor, scores: Tensor, iou_threshold: float, labels: Optional[Tensor] = None) -> Tensor:
     torch.ops.mmops._nms_quadri_check(boxes, scores, iou_threshold, labels)
     return boxes.new_empty((_kept_count(),), dtype=torch.long)
+
+
+# --- voxelization: hard_voxelize and dynamic_scatter return as many voxels as the data holds ---
+from typing import List  # noqa: E402
+
+
+@torch.library.register_fake("mmops::hard_voxelize")
+def _hard_voxelize_fake(
+    points: Tensor, voxel_size: List[float], coors_range: List[float], max_points: int = 35, max_voxels: int = 20000
+) -> Tuple[Tensor, Tensor, Tensor]:
+    torch.ops.mmops._hard_voxelize_check(points, voxel_size, coors_range, max_points, max_voxels)
+    m = _kept_count()
+    int32 = torch.int32
+    return (
+        points.new_empty((m, max_points, points.shape[1])),
+        points.new_empty((m, 3), dtype=int32),
+        points.new_empty((m,), dtype=int32),
+    )
+
+
+def _scatter_outputs(feats: Tensor, coors: Tensor, reduce: str) -> Tuple[Tensor, Tensor]:
+    torch.ops.mmops._dynamic_scatter_check(feats, coors, reduce)
+    m = _kept_count()
+    return feats.new_empty((m, feats.shape[1])), coors.new_empty((m, coors.shape[1]))
+
+
+@torch.library.register_fake("mmops::dynamic_scatter")
+def _dynamic_scatter_fake(feats: Tensor, coors: Tensor, reduce: str = "max") -> Tuple[Tensor, Tensor]:
+    return _scatter_outputs(feats, coors, reduce)
+
+
+@torch.library.register_fake("mmops::_dynamic_scatter_forward")
+def _dynamic_scatter_forward_fake(
+    feats: Tensor, coors: Tensor, reduce: str
+) -> Tuple[Tensor, Tensor, Tensor, Tensor, Tensor]:
+    voxel_feats, voxel_coors = _scatter_outputs(feats, coors, reduce)
+    m, int32 = voxel_feats.shape[0], torch.int32
+    argmax_rows = m if reduce == "max" else 0
+    return (
+        voxel_feats,
+        voxel_coors,
+        feats.new_empty((feats.shape[0],), dtype=int32),
+        feats.new_empty((m,), dtype=int32),
+        feats.new_empty((argmax_rows, feats.shape[1]), dtype=int32),
+    )

@@ -230,6 +230,7 @@ def _references():
         # --- box_iou_rotated / nms_rotated ---
         **_rotated_references(),
         **_rotated_feature_references(),
+        **_voxelization_references(),
     }
 
 
@@ -261,6 +262,16 @@ def _rotated_feature_references():
     }
 
 
+def _voxelization_references():  # --- voxelization ---
+    import voxelization_reference as vr
+
+    return {
+        "mmops::hard_voxelize": vr.hard_voxelize_ref,
+        "mmops::dynamic_voxelize": vr.dynamic_voxelize_ref,
+        "mmops::dynamic_scatter": vr.dynamic_scatter_ref,
+    }
+
+
 def _rotated_references():
     import test_box_iou_rotated as bir
     import test_nms_rotated as nr
@@ -276,6 +287,7 @@ def _rotated_references():
 REFERENCES = _references()
 # outputs the float64 reference defines (soft_nms: dets and keep)
 N_OUTPUTS = {"mmops::soft_nms": 2}
+N_OUTPUTS.update({"mmops::hard_voxelize": 3, "mmops::dynamic_scatter": 2})  # --- voxelization ---
 
 
 def _drawn_sample(op, size, seed, scale):

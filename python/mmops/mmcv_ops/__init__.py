@@ -41,6 +41,9 @@ _FUNCTION_ROUTES: List[Tuple[str, str, Any]] = [
     # --- rotated_feature_align, active_rotated_filter ---
     ("mmcv.ops.rotated_feature_align", "RotatedFeatureAlignFunction", _routes.rotated_feature_align),
     ("mmcv.ops.active_rotated_filter", "ActiveRotatedFilterFunction", _routes.active_rotated_filter),
+    # --- voxelization / dynamic_scatter ---
+    ("mmcv.ops.voxelize", "_Voxelization", _routes.voxelization),
+    ("mmcv.ops.scatter_points", "_DynamicScatter", _routes.dynamic_scatter),
 ]
 # (mmcv module, class, method, replacement)
 _METHOD_ROUTES: List[Tuple[str, str, str, Any]] = [

@@ -239,3 +239,24 @@ def diff_iou_rotated_3d(box3d1: Tensor, box3d2: Tensor) -> Tensor:
     from mmops.diff_iou_rotated import diff_iou_rotated_3d as run
 
     return run(box3d1, box3d2)
+
+
+# --- voxelization / dynamic_scatter ---
+def voxelization(
+    points: Tensor,
+    voxel_size: Any,
+    coors_range: Any,
+    max_points: int = 35,
+    max_voxels: int = 20000,
+    deterministic: bool = True,
+) -> Any:
+    """mmcv's _Voxelization.apply: dynamic when max_points or max_voxels is -1. mmops is
+    always deterministic (mmcv's deterministic=True order), whatever ``deterministic``."""
+    from mmops.voxelization import voxelization as run
+
+    return run(points, list(voxel_size), list(coors_range), int(max_points), int(max_voxels), bool(deterministic))
+
+
+def dynamic_scatter(feats: Tensor, coors: Tensor, reduce_type: str = "max") -> Any:
+    """mmcv's _DynamicScatter.apply: (voxel_feats, voxel_coors)."""
+    return torch.ops.mmops.dynamic_scatter(feats, coors, reduce_type)
