@@ -1,6 +1,5 @@
 #pragma once
-// Small device helpers shared by the CUDA kernels (vectorized channel loads
-// and vector atomics).
+// Small device helpers shared by the CUDA kernels (vectorized channel loads).
 
 #include <cstring>
 #include <type_traits>
@@ -32,28 +31,6 @@ __device__ inline P load_readonly(const P* address) {
   P value;
   memcpy(&value, &bits, sizeof(P));
   return value;
-}
-
-// address[0, VEC) += v: one vector atomic where the hardware has it (sm_90's
-// float2 / float4 atomicAdd on global memory), else VEC scalar ones. The
-// address must be aligned to VEC elements (the callers check it on the host).
-template <int VEC, typename acc_t>
-__device__ inline void atomic_add_vec(acc_t* address, const acc_t (&v)[VEC]) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  constexpr bool kVectorAtomic = std::is_same_v<acc_t, float> && (VEC == 4 || VEC == 2);
-#else
-  constexpr bool kVectorAtomic = false;
-#endif
-  if constexpr (kVectorAtomic && VEC == 4) {
-    atomicAdd(reinterpret_cast<float4*>(address), make_float4(v[0], v[1], v[2], v[3]));
-  } else if constexpr (kVectorAtomic && VEC == 2) {
-    atomicAdd(reinterpret_cast<float2*>(address), make_float2(v[0], v[1]));
-  } else {
-#pragma unroll
-    for (int i = 0; i < VEC; ++i) {
-      atomicAdd(address + i, v[i]);
-    }
-  }
 }
 
 } // namespace cuda_helpers

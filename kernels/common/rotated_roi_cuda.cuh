@@ -149,6 +149,27 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
+// pixels[0, VEC) += g: one vector atomic where the hardware has it (sm_90's
+// float2 / float4 atomicAdd), else VEC scalar ones.
+template <int VEC, typename acc_t>
+__device__ inline void atomic_add_lanes(acc_t* address, const Lanes<acc_t, VEC>& g) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  constexpr bool kVectorAtomic = std::is_same_v<acc_t, float> && (VEC == 4 || VEC == 2);
+#else
+  constexpr bool kVectorAtomic = false;
+#endif
+  if constexpr (kVectorAtomic && VEC == 4) {
+    atomicAdd(reinterpret_cast<float4*>(address), make_float4(g.v[0], g.v[1], g.v[2], g.v[3]));
+  } else if constexpr (kVectorAtomic && VEC == 2) {
+    atomicAdd(reinterpret_cast<float2*>(address), make_float2(g.v[0], g.v[1]));
+  } else {
+#pragma unroll
+    for (int i = 0; i < VEC; ++i) {
+      atomicAdd(address + i, g.v[i]);
+    }
+  }
+}
+
 template <int VEC, typename acc_t>
 __device__ inline void scatter_bin(acc_t* __restrict__ pixels, int64_t stride, const rotated_roi::Roi<acc_t>& r,
                                    int64_t ph, int64_t pw, int64_t height, int64_t width, const Lanes<acc_t, VEC>& g) {
@@ -163,7 +184,7 @@ __device__ inline void scatter_bin(acc_t* __restrict__ pixels, int64_t stride, c
           for (int i = 0; i < VEC; ++i) {
             add.v[i] = g.v[i] * c.weight[j];
           }
-          cuda_helpers::atomic_add_vec<VEC>(pixels + c.offset[j] * stride, add.v);
+          atomic_add_lanes<VEC>(pixels + c.offset[j] * stride, add);
         }
       }
     }

@@ -142,6 +142,26 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
+// Adds w * v[0..VEC) to address[0..VEC): one vector atomic where the
+// architecture has it (sm_90: float2 / float4 on global memory), else VEC
+// scalar ones.
+template <int VEC, typename acc_t>
+__device__ inline void atomic_add_pack(acc_t* address, const acc_t (&v)[VEC], acc_t w) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  if constexpr (std::is_same_v<acc_t, float> && VEC == 4) {
+    atomicAdd(reinterpret_cast<float4*>(address), make_float4(v[0] * w, v[1] * w, v[2] * w, v[3] * w));
+  } else if constexpr (std::is_same_v<acc_t, float> && VEC == 2) {
+    atomicAdd(reinterpret_cast<float2*>(address), make_float2(v[0] * w, v[1] * w));
+  } else
+#endif
+  {
+#pragma unroll
+    for (int i = 0; i < VEC; ++i) {
+      gpuAtomicAdd(address + i, v[i] * w);
+    }
+  }
+}
+
 // Channels-last forward: a warp per pixel, lane packs of VEC channels (the
 // host checks channels % VEC == 0 and the alignment of `in`).
 template <int VEC, typename scalar_t, typename acc_t>
@@ -209,12 +229,7 @@ __global__ void __launch_bounds__(kThreads)
       if (k < taps.count && taps.tap[k].valid) {
 #pragma unroll
         for (int j = 0; j < 4; ++j) {
-          acc_t add[VEC];
-#pragma unroll
-          for (int i = 0; i < VEC; ++i) {
-            add[i] = v[i] * taps.tap[k].weight[j];
-          }
-          cuda_helpers::atomic_add_vec<VEC>(grad + base + taps.tap[k].offset[j], add);
+          atomic_add_pack<VEC>(grad + base + taps.tap[k].offset[j], v, taps.tap[k].weight[j]);
         }
       }
     }
