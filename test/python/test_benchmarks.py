@@ -43,6 +43,9 @@ SMALL_RUNS = {
     "roi_align_rotated": ["--cases", "rotated_uniform", "--layouts", "contiguous", "--ratios", "2"],
     # --- diff_iou_rotated ---
     "diff_iou_rotated": ["--cases", "diff_iou_rotated_2d", "--distributions", "overlap"],
+    # --- assign_score_withk, chamfer_distance ---
+    "assign_score_withk": ["--cases", "small", "--distributions", "knn"],
+    "chamfer_distance": ["--cases", "b2_256", "--distributions", "clustered"],
 }
 FIELDS = {"benchmark", "device", "op", "dtype", "case", "baseline", "times_ms", "ratios", "check"}
 

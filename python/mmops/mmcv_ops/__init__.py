@@ -41,6 +41,9 @@ _FUNCTION_ROUTES: List[Tuple[str, str, Any]] = [
     # --- rotated_feature_align, active_rotated_filter ---
     ("mmcv.ops.rotated_feature_align", "RotatedFeatureAlignFunction", _routes.rotated_feature_align),
     ("mmcv.ops.active_rotated_filter", "ActiveRotatedFilterFunction", _routes.active_rotated_filter),
+    # --- assign_score_withk, chamfer_distance ---
+    ("mmcv.ops.assign_score_withk", "AssignScoreWithK", _routes.assign_score_withk),
+    ("mmcv.ops.chamfer_distance", "ChamferDistanceFunction", _routes.chamfer_distance),
 ]
 # (mmcv module, class, method, replacement)
 _METHOD_ROUTES: List[Tuple[str, str, str, Any]] = [

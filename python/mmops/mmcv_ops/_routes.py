@@ -239,3 +239,15 @@ def diff_iou_rotated_3d(box3d1: Tensor, box3d2: Tensor) -> Tensor:
     from mmops.diff_iou_rotated import diff_iou_rotated_3d as run
 
     return run(box3d1, box3d2)
+
+
+# --- assign_score_withk, chamfer_distance ---
+def assign_score_withk(
+    scores: Tensor, point_features: Tensor, center_features: Tensor, knn_idx: Tensor, aggregate: str = "sum"
+) -> Tensor:
+    return torch.ops.mmops.assign_score_withk(scores, point_features, center_features, knn_idx, aggregate)
+
+
+def chamfer_distance(xyz1: Tensor, xyz2: Tensor) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+    dist1, dist2, idx1, idx2 = torch.ops.mmops.chamfer_distance(xyz1, xyz2)
+    return dist1, dist2, idx1, idx2

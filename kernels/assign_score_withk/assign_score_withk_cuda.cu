@@ -1,0 +1,169 @@
+// CUDA kernels of assign_score_withk (assign_score_withk_math.h).
+//
+// Forward: a block computes a tile of 32 pairs x 32 channels: lanes take
+// consecutive channels o (coalesced loads of the feature rows [M, O]), the
+// tile goes through shared memory and is stored with lanes on consecutive
+// pairs (coalesced stores into the [B, O, npoint, K] output). Backward: one
+// thread per gradient value. The score gradient sums over o; the feature
+// gradients are gathers over the pairs that chose each row (segments from
+// common/index_segments.h, pairs ascending), with the output gradient
+// transposed to [B, npoint, K, O] first so that lanes (consecutive o) read
+// consecutive values. No atomics, the CPU's order: deterministic. A pair whose
+// neighbour or center index lies outside [0, N) adds nothing (the guard).
+
+#include "assign_score_withk/assign_score_withk_kernels.h"
+#include "assign_score_withk/assign_score_withk_math.h"
+#include "common/index_segments.h"
+
+#include <ATen/Dispatch.h>
+#include <ATen/OpMathType.h>
+#include <ATen/ops/empty.h>
+#include <ATen/ops/empty_like.h>
+#include <c10/cuda/CUDAException.h>
+#include <c10/cuda/CUDAGuard.h>
+#include <c10/cuda/CUDAStream.h>
+
+#include <cstdint>
+#include <limits>
+
+namespace mmops {
+namespace kernels {
+namespace {
+
+using namespace assign_score_withk_math;
+
+constexpr int kThreads = 256;
+constexpr int kTile = 32; // pairs and channels of a forward tile
+constexpr int kWarps = kThreads / 32;
+
+template <typename scalar_t, typename index_t>
+__global__ void __launch_bounds__(kThreads)
+    forward_kernel(const scalar_t* __restrict__ scores, const scalar_t* __restrict__ points,
+                   const scalar_t* __restrict__ centers, const index_t* __restrict__ knn, scalar_t* __restrict__ out,
+                   Sizes s, int64_t pair_tiles, int64_t channel_tiles) {
+  using acc_t = at::opmath_type<scalar_t>;
+  __shared__ acc_t tile[kTile][kTile + 1];
+  const int64_t block = blockIdx.x;
+  const int64_t o0 = (block % channel_tiles) * kTile;
+  const int64_t q0 = (block / channel_tiles % pair_tiles) * kTile;
+  const int64_t b = block / channel_tiles / pair_tiles;
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  for (int row = warp; row < kTile; row += kWarps) {
+    const int64_t q = q0 + row, o = o0 + lane;
+    tile[row][lane] =
+        q < s.q && o < s.o ? pair_output<acc_t>(scores, points, centers, knn, b * s.q + q, o, s) : acc_t(0);
+  }
+  __syncthreads();
+  for (int col = warp; col < kTile; col += kWarps) {
+    const int64_t q = q0 + lane, o = o0 + col;
+    if (q < s.q && o < s.o) {
+      out[(b * s.o + o) * s.q + q] = static_cast<scalar_t>(tile[lane][col]);
+    }
+  }
+}
+
+template <typename scalar_t, typename index_t>
+__global__ void __launch_bounds__(kThreads)
+    score_grad_kernel(const scalar_t* __restrict__ grad_t, const scalar_t* __restrict__ points,
+                      const scalar_t* __restrict__ centers, const index_t* __restrict__ knn,
+                      scalar_t* __restrict__ grad_scores, Sizes s, int64_t total) {
+  using acc_t = at::opmath_type<scalar_t>;
+  const int64_t i = blockIdx.x * int64_t(kThreads) + threadIdx.x;
+  if (i < total) {
+    grad_scores[i] = static_cast<scalar_t>(score_grad<acc_t>(grad_t, points, centers, knn, i / s.m, i % s.m, s));
+  }
+}
+
+// Value i of a [B * N, M, O] feature gradient.
+template <typename scalar_t, typename index_t, bool kCenter>
+__global__ void __launch_bounds__(kThreads)
+    feature_grad_kernel(const scalar_t* __restrict__ grad_t, const scalar_t* __restrict__ scores,
+                        const index_t* __restrict__ knn, const int64_t* __restrict__ order,
+                        const int64_t* __restrict__ offsets, scalar_t* __restrict__ out, Sizes s, int64_t total) {
+  using acc_t = at::opmath_type<scalar_t>;
+  const int64_t i = blockIdx.x * int64_t(kThreads) + threadIdx.x;
+  if (i >= total) {
+    return;
+  }
+  const int64_t row = i / (s.m * s.o), m = i / s.o % s.m, o = i % s.o;
+  const acc_t v = kCenter ? center_grad<acc_t>(grad_t, scores, knn, order, offsets, row, m, o, s)
+                          : point_grad<acc_t>(grad_t, scores, knn, order, offsets, row, m, o, s);
+  out[i] = static_cast<scalar_t>(v);
+}
+
+unsigned blocks_for(int64_t total) {
+  const int64_t blocks = (total + kThreads - 1) / kThreads;
+  TORCH_CHECK(blocks <= std::numeric_limits<int32_t>::max(), "mmops::assign_score_withk: ", blocks,
+              " blocks exceed the grid");
+  return static_cast<unsigned>(blocks);
+}
+
+} // namespace
+
+at::Tensor assign_score_withk_forward_cuda(const at::Tensor& scores, const at::Tensor& point_features,
+                                           const at::Tensor& center_features, const at::Tensor& knn_idx,
+                                           const AssignScoreWithKParams& p) {
+  const c10::cuda::CUDAGuard guard(scores.device());
+  const at::Tensor sc = scores.contiguous(), pts = point_features.contiguous(), ctr = center_features.contiguous();
+  const at::Tensor knn = knn_idx.contiguous();
+  at::Tensor out = at::empty({p.batch, p.out_dim, p.centers, p.k}, sc.options());
+  if (out.numel() == 0) {
+    return out;
+  }
+  const Sizes s = sizes_of(p);
+  const int64_t pair_tiles = (s.q + kTile - 1) / kTile, channel_tiles = (s.o + kTile - 1) / kTile;
+  const int64_t blocks = p.batch * pair_tiles * channel_tiles;
+  TORCH_CHECK(blocks <= std::numeric_limits<int32_t>::max(), "mmops::assign_score_withk: ", blocks,
+              " blocks exceed the grid");
+  const cudaStream_t stream = c10::cuda::getCurrentCUDAStream();
+  AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, sc.scalar_type(), "assign_score_withk_forward_cuda", [&] {
+    AT_DISPATCH_INDEX_TYPES(knn.scalar_type(), "assign_score_withk_forward_cuda", [&] {
+      forward_kernel<scalar_t, index_t><<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(
+          sc.const_data_ptr<scalar_t>(), pts.const_data_ptr<scalar_t>(), ctr.const_data_ptr<scalar_t>(),
+          knn.const_data_ptr<index_t>(), out.mutable_data_ptr<scalar_t>(), s, pair_tiles, channel_tiles);
+      C10_CUDA_KERNEL_LAUNCH_CHECK();
+    });
+  });
+  return out;
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor> assign_score_withk_backward_cuda(
+    const at::Tensor& grad_output, const at::Tensor& scores, const at::Tensor& point_features,
+    const at::Tensor& center_features, const at::Tensor& knn_idx, const AssignScoreWithKParams& p) {
+  const c10::cuda::CUDAGuard guard(scores.device());
+  const at::Tensor sc = scores.contiguous(), pts = point_features.contiguous(), ctr = center_features.contiguous();
+  const at::Tensor knn = knn_idx.contiguous();
+  const at::Tensor grad_t = grad_output.permute({0, 2, 3, 1}).contiguous(); // [B, npoint, K, O]
+  at::Tensor grad_scores = at::empty_like(sc), grad_points = at::empty_like(pts), grad_centers = at::empty_like(ctr);
+  const Sizes s = sizes_of(p);
+  const IndexSegments by_point = group_by_index(neighbour_keys(knn, p), p.points);
+  const IndexSegments by_center = group_by_index(center_keys(knn, p), p.points);
+  const cudaStream_t stream = c10::cuda::getCurrentCUDAStream();
+  AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, sc.scalar_type(), "assign_score_withk_backward_cuda", [&] {
+    AT_DISPATCH_INDEX_TYPES(knn.scalar_type(), "assign_score_withk_backward_cuda", [&] {
+      const scalar_t* pg = grad_t.const_data_ptr<scalar_t>();
+      const scalar_t* psc = sc.const_data_ptr<scalar_t>();
+      const index_t* pk = knn.const_data_ptr<index_t>();
+      if (grad_scores.numel() > 0) {
+        score_grad_kernel<scalar_t, index_t><<<blocks_for(grad_scores.numel()), kThreads, 0, stream>>>(
+            pg, pts.const_data_ptr<scalar_t>(), ctr.const_data_ptr<scalar_t>(), pk,
+            grad_scores.mutable_data_ptr<scalar_t>(), s, grad_scores.numel());
+        C10_CUDA_KERNEL_LAUNCH_CHECK();
+      }
+      if (grad_points.numel() > 0) {
+        feature_grad_kernel<scalar_t, index_t, false><<<blocks_for(grad_points.numel()), kThreads, 0, stream>>>(
+            pg, psc, pk, by_point.order.const_data_ptr<int64_t>(), by_point.offsets.const_data_ptr<int64_t>(),
+            grad_points.mutable_data_ptr<scalar_t>(), s, grad_points.numel());
+        C10_CUDA_KERNEL_LAUNCH_CHECK();
+        feature_grad_kernel<scalar_t, index_t, true><<<blocks_for(grad_centers.numel()), kThreads, 0, stream>>>(
+            pg, psc, pk, by_center.order.const_data_ptr<int64_t>(), by_center.offsets.const_data_ptr<int64_t>(),
+            grad_centers.mutable_data_ptr<scalar_t>(), s, grad_centers.numel());
+        C10_CUDA_KERNEL_LAUNCH_CHECK();
+      }
+    });
+  });
+  return {grad_scores, grad_points, grad_centers};
+}
+
+} // namespace kernels
+} // namespace mmops

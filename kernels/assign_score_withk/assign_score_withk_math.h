@@ -1,0 +1,119 @@
+#pragma once
+// Math of assign_score_withk shared by the CPU and CUDA kernels. Layouts
+// (contiguous): scores [B, Q, M] with Q = npoint * K (pair q = n * K + k),
+// point / center features [B, N, M, O], knn [B, Q], the output gradient
+// transposed to [B, Q, O]. A pair r = b * Q + q is valid when its neighbour
+// knn[r] and its center knn[r - k] both lie in [0, N); an invalid pair adds
+// nothing anywhere (CUDA's guard; the CPU rejects such indices first).
+// Sums run in a fixed order (m, o or the pairs ascending): deterministic.
+
+#include <c10/macros/Macros.h>
+
+#include <cstdint>
+
+namespace mmops {
+namespace assign_score_withk_math {
+
+struct Sizes {
+  int64_t q; // npoint * K
+  int64_t k; // K
+  int64_t n; // N
+  int64_t m; // M
+  int64_t o; // O
+};
+
+template <typename Params>
+C10_HOST_DEVICE inline Sizes sizes_of(const Params& p) {
+  return {p.centers * p.k, p.k, p.points, p.weights, p.out_dim};
+}
+
+template <typename index_t>
+C10_HOST_DEVICE inline bool in_range(index_t v, int64_t n) {
+  return v >= 0 && static_cast<int64_t>(v) < n;
+}
+
+// Offsets (in [B, N, M, O] elements) of pair r's neighbour and center rows, or false.
+template <typename index_t>
+C10_HOST_DEVICE inline bool pair_rows(const index_t* knn, int64_t r, const Sizes& s, int64_t& point_row,
+                                      int64_t& center_row) {
+  const int64_t b = r / s.q, k = (r - b * s.q) % s.k;
+  const index_t kn = knn[r], cn = knn[r - k];
+  if (!in_range(kn, s.n) || !in_range(cn, s.n)) {
+    return false;
+  }
+  point_row = ((b * s.n) + kn) * s.m * s.o;
+  center_row = ((b * s.n) + cn) * s.m * s.o;
+  return true;
+}
+
+// output value (pair r, channel o): sum_m scores[r, m] * (point[m, o] - center[m, o]).
+template <typename acc_t, typename scalar_t, typename index_t>
+C10_HOST_DEVICE inline acc_t pair_output(const scalar_t* scores, const scalar_t* points, const scalar_t* centers,
+                                         const index_t* knn, int64_t r, int64_t o, const Sizes& s) {
+  int64_t pr = 0, cr = 0;
+  if (!pair_rows(knn, r, s, pr, cr)) {
+    return acc_t(0);
+  }
+  acc_t sum = 0;
+  for (int64_t m = 0; m < s.m; ++m) {
+    const acc_t diff = static_cast<acc_t>(points[pr + m * s.o + o]) - static_cast<acc_t>(centers[cr + m * s.o + o]);
+    sum += static_cast<acc_t>(scores[r * s.m + m]) * diff;
+  }
+  return sum;
+}
+
+// grad of scores[r, m]: sum_o (point[m, o] - center[m, o]) * grad[r, o].
+template <typename acc_t, typename scalar_t, typename index_t>
+C10_HOST_DEVICE inline acc_t score_grad(const scalar_t* grad_t, const scalar_t* points, const scalar_t* centers,
+                                        const index_t* knn, int64_t r, int64_t m, const Sizes& s) {
+  int64_t pr = 0, cr = 0;
+  if (!pair_rows(knn, r, s, pr, cr)) {
+    return acc_t(0);
+  }
+  acc_t sum = 0;
+  for (int64_t o = 0; o < s.o; ++o) {
+    const acc_t diff = static_cast<acc_t>(points[pr + m * s.o + o]) - static_cast<acc_t>(centers[cr + m * s.o + o]);
+    sum += diff * static_cast<acc_t>(grad_t[r * s.o + o]);
+  }
+  return sum;
+}
+
+// grad of point_features[b, v, m, o] (row = b * N + v): the pairs that chose v
+// as neighbour (order[offsets[row], offsets[row + 1]): their r, ascending),
+// sum of scores[r, m] * grad[r, o].
+template <typename acc_t, typename scalar_t, typename index_t>
+C10_HOST_DEVICE inline acc_t point_grad(const scalar_t* grad_t, const scalar_t* scores, const index_t* knn,
+                                        const int64_t* order, const int64_t* offsets, int64_t row, int64_t m, int64_t o,
+                                        const Sizes& s) {
+  acc_t sum = 0;
+  for (int64_t e = offsets[row]; e < offsets[row + 1]; ++e) {
+    const int64_t r = order[e];
+    int64_t pr = 0, cr = 0;
+    if (pair_rows(knn, r, s, pr, cr)) {
+      sum += static_cast<acc_t>(scores[r * s.m + m]) * static_cast<acc_t>(grad_t[r * s.o + o]);
+    }
+  }
+  return sum;
+}
+
+// grad of center_features[b, v, m, o]: the centers c = b * npoint + n with
+// knn[b, n, 0] = v (order[offsets[row], offsets[row + 1]), ascending), minus
+// the sum over their K pairs r = c * K + k of scores[r, m] * grad[r, o].
+template <typename acc_t, typename scalar_t, typename index_t>
+C10_HOST_DEVICE inline acc_t center_grad(const scalar_t* grad_t, const scalar_t* scores, const index_t* knn,
+                                         const int64_t* order, const int64_t* offsets, int64_t row, int64_t m,
+                                         int64_t o, const Sizes& s) {
+  acc_t sum = 0;
+  for (int64_t e = offsets[row]; e < offsets[row + 1]; ++e) {
+    const int64_t first = order[e] * s.k;
+    for (int64_t r = first; r < first + s.k; ++r) {
+      if (in_range(knn[r], s.n)) {
+        sum += static_cast<acc_t>(scores[r * s.m + m]) * static_cast<acc_t>(grad_t[r * s.o + o]);
+      }
+    }
+  }
+  return -sum;
+}
+
+} // namespace assign_score_withk_math
+} // namespace mmops
