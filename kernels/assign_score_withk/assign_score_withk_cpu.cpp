@@ -3,6 +3,7 @@
 // per row over the pairs that chose it: common/index_segments.h). One writer
 // per value, a fixed order: deterministic.
 
+#include "assign_score_withk/assign_score_withk_backward.h"
 #include "assign_score_withk/assign_score_withk_kernels.h"
 #include "assign_score_withk/assign_score_withk_math.h"
 #include "common/index_segments.h"
@@ -11,7 +12,6 @@
 #include <ATen/OpMathType.h>
 #include <ATen/Parallel.h>
 #include <ATen/ops/empty.h>
-#include <ATen/ops/empty_like.h>
 
 namespace mmops {
 namespace kernels {
@@ -76,36 +76,32 @@ at::Tensor assign_score_withk_forward_cpu(const at::Tensor& scores, const at::Te
 std::tuple<at::Tensor, at::Tensor, at::Tensor> assign_score_withk_backward_cpu(
     const at::Tensor& grad_output, const at::Tensor& scores, const at::Tensor& point_features,
     const at::Tensor& center_features, const at::Tensor& knn_idx, const AssignScoreWithKParams& p) {
-  const at::Tensor sc = scores.contiguous(), pts = point_features.contiguous(), ctr = center_features.contiguous();
-  const at::Tensor knn = knn_idx.contiguous();
-  const at::Tensor grad_t = grad_output.permute({0, 2, 3, 1}).contiguous(); // [B, npoint, K, O]
-  at::Tensor grad_scores = at::empty_like(sc), grad_points = at::empty_like(pts), grad_centers = at::empty_like(ctr);
+  const AssignScoreWithKBackward b = prepare_backward(grad_output, scores, point_features, center_features, knn_idx, p);
   const Sizes s = sizes_of(p);
-  const IndexSegments by_point = group_by_index(neighbour_keys(knn, p), p.points);
-  const IndexSegments by_center = group_by_index(center_keys(knn, p), p.points);
-  AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, sc.scalar_type(), "assign_score_withk_backward_cpu", [&] {
-    using acc_t = at::opmath_type<scalar_t>;
-    AT_DISPATCH_INDEX_TYPES(knn.scalar_type(), "assign_score_withk_backward_cpu", [&] {
-      const scalar_t* pg = grad_t.const_data_ptr<scalar_t>();
-      const scalar_t* psc = sc.const_data_ptr<scalar_t>();
-      const scalar_t* ppt = pts.const_data_ptr<scalar_t>();
-      const scalar_t* pct = ctr.const_data_ptr<scalar_t>();
-      const index_t* pk = knn.const_data_ptr<index_t>();
-      scalar_t* gs = grad_scores.mutable_data_ptr<scalar_t>();
-      at::parallel_for(0, p.batch * s.q, 16, [&](int64_t begin, int64_t end) {
-        for (int64_t r = begin; r < end; ++r) {
-          for (int64_t m = 0; m < s.m; ++m) {
-            gs[r * s.m + m] = static_cast<scalar_t>(score_grad<acc_t>(pg, ppt, pct, pk, r, m, s));
-          }
-        }
+  AT_DISPATCH_FLOATING_TYPES_AND2(
+      at::kHalf, at::kBFloat16, b.scores.scalar_type(), "assign_score_withk_backward_cpu", [&] {
+        using acc_t = at::opmath_type<scalar_t>;
+        AT_DISPATCH_INDEX_TYPES(b.knn.scalar_type(), "assign_score_withk_backward_cpu", [&] {
+          const scalar_t* pg = b.grad_t.const_data_ptr<scalar_t>();
+          const scalar_t* psc = b.scores.const_data_ptr<scalar_t>();
+          const scalar_t* ppt = b.points.const_data_ptr<scalar_t>();
+          const scalar_t* pct = b.centers.const_data_ptr<scalar_t>();
+          const index_t* pk = b.knn.const_data_ptr<index_t>();
+          scalar_t* gs = b.grad_scores.mutable_data_ptr<scalar_t>();
+          at::parallel_for(0, p.batch * s.q, 16, [&](int64_t begin, int64_t end) {
+            for (int64_t r = begin; r < end; ++r) {
+              for (int64_t m = 0; m < s.m; ++m) {
+                gs[r * s.m + m] = static_cast<scalar_t>(score_grad<acc_t>(pg, ppt, pct, pk, r, m, s));
+              }
+            }
+          });
+          feature_grad_cpu<acc_t, scalar_t, index_t, false>(pg, psc, pk, b.by_point, p,
+                                                            b.grad_points.mutable_data_ptr<scalar_t>());
+          feature_grad_cpu<acc_t, scalar_t, index_t, true>(pg, psc, pk, b.by_center, p,
+                                                           b.grad_centers.mutable_data_ptr<scalar_t>());
+        });
       });
-      feature_grad_cpu<acc_t, scalar_t, index_t, false>(pg, psc, pk, by_point, p,
-                                                        grad_points.mutable_data_ptr<scalar_t>());
-      feature_grad_cpu<acc_t, scalar_t, index_t, true>(pg, psc, pk, by_center, p,
-                                                       grad_centers.mutable_data_ptr<scalar_t>());
-    });
-  });
-  return {grad_scores, grad_points, grad_centers};
+  return {b.grad_scores, b.grad_points, b.grad_centers};
 }
 
 } // namespace kernels

@@ -11,14 +11,13 @@
 // consecutive values. No atomics, the CPU's order: deterministic. A pair whose
 // neighbour or center index lies outside [0, N) adds nothing (the guard).
 
+#include "assign_score_withk/assign_score_withk_backward.h"
 #include "assign_score_withk/assign_score_withk_kernels.h"
 #include "assign_score_withk/assign_score_withk_math.h"
-#include "common/index_segments.h"
 
 #include <ATen/Dispatch.h>
 #include <ATen/OpMathType.h>
 #include <ATen/ops/empty.h>
-#include <ATen/ops/empty_like.h>
 #include <c10/cuda/CUDAException.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
@@ -131,38 +130,34 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> assign_score_withk_backward_cuda(
     const at::Tensor& grad_output, const at::Tensor& scores, const at::Tensor& point_features,
     const at::Tensor& center_features, const at::Tensor& knn_idx, const AssignScoreWithKParams& p) {
   const c10::cuda::CUDAGuard guard(scores.device());
-  const at::Tensor sc = scores.contiguous(), pts = point_features.contiguous(), ctr = center_features.contiguous();
-  const at::Tensor knn = knn_idx.contiguous();
-  const at::Tensor grad_t = grad_output.permute({0, 2, 3, 1}).contiguous(); // [B, npoint, K, O]
-  at::Tensor grad_scores = at::empty_like(sc), grad_points = at::empty_like(pts), grad_centers = at::empty_like(ctr);
+  const AssignScoreWithKBackward b = prepare_backward(grad_output, scores, point_features, center_features, knn_idx, p);
   const Sizes s = sizes_of(p);
-  const IndexSegments by_point = group_by_index(neighbour_keys(knn, p), p.points);
-  const IndexSegments by_center = group_by_index(center_keys(knn, p), p.points);
   const cudaStream_t stream = c10::cuda::getCurrentCUDAStream();
-  AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, sc.scalar_type(), "assign_score_withk_backward_cuda", [&] {
-    AT_DISPATCH_INDEX_TYPES(knn.scalar_type(), "assign_score_withk_backward_cuda", [&] {
-      const scalar_t* pg = grad_t.const_data_ptr<scalar_t>();
-      const scalar_t* psc = sc.const_data_ptr<scalar_t>();
-      const index_t* pk = knn.const_data_ptr<index_t>();
-      if (grad_scores.numel() > 0) {
-        score_grad_kernel<scalar_t, index_t><<<blocks_for(grad_scores.numel()), kThreads, 0, stream>>>(
-            pg, pts.const_data_ptr<scalar_t>(), ctr.const_data_ptr<scalar_t>(), pk,
-            grad_scores.mutable_data_ptr<scalar_t>(), s, grad_scores.numel());
-        C10_CUDA_KERNEL_LAUNCH_CHECK();
-      }
-      if (grad_points.numel() > 0) {
-        feature_grad_kernel<scalar_t, index_t, false><<<blocks_for(grad_points.numel()), kThreads, 0, stream>>>(
-            pg, psc, pk, by_point.order.const_data_ptr<int64_t>(), by_point.offsets.const_data_ptr<int64_t>(),
-            grad_points.mutable_data_ptr<scalar_t>(), s, grad_points.numel());
-        C10_CUDA_KERNEL_LAUNCH_CHECK();
-        feature_grad_kernel<scalar_t, index_t, true><<<blocks_for(grad_centers.numel()), kThreads, 0, stream>>>(
-            pg, psc, pk, by_center.order.const_data_ptr<int64_t>(), by_center.offsets.const_data_ptr<int64_t>(),
-            grad_centers.mutable_data_ptr<scalar_t>(), s, grad_centers.numel());
-        C10_CUDA_KERNEL_LAUNCH_CHECK();
-      }
-    });
-  });
-  return {grad_scores, grad_points, grad_centers};
+  AT_DISPATCH_FLOATING_TYPES_AND2(
+      at::kHalf, at::kBFloat16, b.scores.scalar_type(), "assign_score_withk_backward_cuda", [&] {
+        AT_DISPATCH_INDEX_TYPES(b.knn.scalar_type(), "assign_score_withk_backward_cuda", [&] {
+          const scalar_t* pg = b.grad_t.const_data_ptr<scalar_t>();
+          const scalar_t* psc = b.scores.const_data_ptr<scalar_t>();
+          const index_t* pk = b.knn.const_data_ptr<index_t>();
+          if (b.grad_scores.numel() > 0) {
+            score_grad_kernel<scalar_t, index_t><<<blocks_for(b.grad_scores.numel()), kThreads, 0, stream>>>(
+                pg, b.points.const_data_ptr<scalar_t>(), b.centers.const_data_ptr<scalar_t>(), pk,
+                b.grad_scores.mutable_data_ptr<scalar_t>(), s, b.grad_scores.numel());
+            C10_CUDA_KERNEL_LAUNCH_CHECK();
+          }
+          if (b.grad_points.numel() > 0) {
+            feature_grad_kernel<scalar_t, index_t, false><<<blocks_for(b.grad_points.numel()), kThreads, 0, stream>>>(
+                pg, psc, pk, b.by_point.order.const_data_ptr<int64_t>(), b.by_point.offsets.const_data_ptr<int64_t>(),
+                b.grad_points.mutable_data_ptr<scalar_t>(), s, b.grad_points.numel());
+            C10_CUDA_KERNEL_LAUNCH_CHECK();
+            feature_grad_kernel<scalar_t, index_t, true><<<blocks_for(b.grad_centers.numel()), kThreads, 0, stream>>>(
+                pg, psc, pk, b.by_center.order.const_data_ptr<int64_t>(), b.by_center.offsets.const_data_ptr<int64_t>(),
+                b.grad_centers.mutable_data_ptr<scalar_t>(), s, b.grad_centers.numel());
+            C10_CUDA_KERNEL_LAUNCH_CHECK();
+          }
+        });
+      });
+  return {b.grad_scores, b.grad_points, b.grad_centers};
 }
 
 } // namespace kernels

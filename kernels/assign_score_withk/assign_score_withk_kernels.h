@@ -20,12 +20,6 @@ struct AssignScoreWithKParams {
 
 namespace kernels {
 
-// Shared by the CPU and CUDA backward (assign_score_withk_segments.cpp): the
-// keys of the feature-gradient segments, [B, Q] neighbours and [B, npoint]
-// centers (knn_idx[:, :, 0]).
-at::Tensor neighbour_keys(const at::Tensor& knn_idx, const AssignScoreWithKParams& params);
-at::Tensor center_keys(const at::Tensor& knn_idx, const AssignScoreWithKParams& params);
-
 // scores [B, npoint, K, M], point_features / center_features [B, N, M, O],
 // knn_idx [B, npoint, K] (int32 or int64) -> output [B, O, npoint, K]:
 //   output[b, o, n, k] = sum_m scores[b, n, k, m] *

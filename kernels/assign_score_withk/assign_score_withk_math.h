@@ -46,36 +46,36 @@ C10_HOST_DEVICE inline bool pair_rows(const index_t* knn, int64_t r, const Sizes
   return true;
 }
 
-// output value (pair r, channel o): sum_m scores[r, m] * (point[m, o] - center[m, o]).
+// sum_{i < count} weights[i] * (point[at + i * step] - center[at + i * step]) over the
+// feature rows of pair r (flattened [M, O]), or 0 for an invalid pair.
 template <typename acc_t, typename scalar_t, typename index_t>
-C10_HOST_DEVICE inline acc_t pair_output(const scalar_t* scores, const scalar_t* points, const scalar_t* centers,
-                                         const index_t* knn, int64_t r, int64_t o, const Sizes& s) {
+C10_HOST_DEVICE inline acc_t weighted_difference(const scalar_t* weights, const scalar_t* points,
+                                                 const scalar_t* centers, const index_t* knn, int64_t r, int64_t at,
+                                                 int64_t step, int64_t count, const Sizes& s) {
   int64_t pr = 0, cr = 0;
   if (!pair_rows(knn, r, s, pr, cr)) {
     return acc_t(0);
   }
   acc_t sum = 0;
-  for (int64_t m = 0; m < s.m; ++m) {
-    const acc_t diff = static_cast<acc_t>(points[pr + m * s.o + o]) - static_cast<acc_t>(centers[cr + m * s.o + o]);
-    sum += static_cast<acc_t>(scores[r * s.m + m]) * diff;
+  for (int64_t i = 0; i < count; ++i) {
+    const int64_t e = at + i * step;
+    sum += static_cast<acc_t>(weights[i]) * (static_cast<acc_t>(points[pr + e]) - static_cast<acc_t>(centers[cr + e]));
   }
   return sum;
 }
 
-// grad of scores[r, m]: sum_o (point[m, o] - center[m, o]) * grad[r, o].
+// output value (pair r, channel o): sum_m scores[r, m] * (point[m, o] - center[m, o]).
+template <typename acc_t, typename scalar_t, typename index_t>
+C10_HOST_DEVICE inline acc_t pair_output(const scalar_t* scores, const scalar_t* points, const scalar_t* centers,
+                                         const index_t* knn, int64_t r, int64_t o, const Sizes& s) {
+  return weighted_difference<acc_t>(scores + r * s.m, points, centers, knn, r, o, s.o, s.m, s);
+}
+
+// grad of scores[r, m]: sum_o grad[r, o] * (point[m, o] - center[m, o]).
 template <typename acc_t, typename scalar_t, typename index_t>
 C10_HOST_DEVICE inline acc_t score_grad(const scalar_t* grad_t, const scalar_t* points, const scalar_t* centers,
                                         const index_t* knn, int64_t r, int64_t m, const Sizes& s) {
-  int64_t pr = 0, cr = 0;
-  if (!pair_rows(knn, r, s, pr, cr)) {
-    return acc_t(0);
-  }
-  acc_t sum = 0;
-  for (int64_t o = 0; o < s.o; ++o) {
-    const acc_t diff = static_cast<acc_t>(points[pr + m * s.o + o]) - static_cast<acc_t>(centers[cr + m * s.o + o]);
-    sum += diff * static_cast<acc_t>(grad_t[r * s.o + o]);
-  }
-  return sum;
+  return weighted_difference<acc_t>(grad_t + r * s.o, points, centers, knn, r, m * s.o, 1, s.o, s);
 }
 
 // grad of point_features[b, v, m, o] (row = b * N + v): the pairs that chose v

@@ -14,7 +14,7 @@ namespace mmops {
 namespace kernels {
 
 IndexSegments group_by_index(const at::Tensor& keys, int64_t size) {
-  const int64_t groups = keys.size(0), length = keys.size(1);
+  const int64_t groups = keys.size(0);
   const auto long_options = keys.options().dtype(at::kLong);
   const int64_t targets = groups * size; // <= the element count of a tensor the caller holds
   if (keys.numel() == 0) {

@@ -361,42 +361,17 @@ SERVED.update(
 
 
 # --- assign_score_withk, chamfer_distance ---
-def assign_score_withk_forward(
-    B: int,
-    N: int,
-    npoint: int,
-    M: int,
-    K: int,
-    out_dim: int,
-    aggregate: int,
-    points: torch.Tensor,
-    centers: torch.Tensor,
-    scores: torch.Tensor,
-    knn_idx: torch.Tensor,
-    output: torch.Tensor,
-) -> None:
-    """mmcv's kernel contract: fills output [B, out_dim, npoint, K] (aggregate 0/1/2, no effect)."""
+def assign_score_withk_forward(*args: Any) -> None:
+    """mmcv's kernel contract, (B, N, npoint, M, K, out_dim, aggregate, points, centers, scores,
+    knn_idx, output): fills output [B, out_dim, npoint, K] (aggregate 0 / 1 / 2: no effect)."""
+    aggregate, points, centers, scores, knn_idx, output = args[6:]
     output.copy_(torch.ops.mmops.assign_score_withk(scores, points, centers, knn_idx, ("sum", "avg", "max")[aggregate]))
 
 
-def assign_score_withk_backward(
-    B: int,
-    N: int,
-    npoint: int,
-    M: int,
-    K: int,
-    out_dim: int,
-    aggregate: int,
-    grad_out: torch.Tensor,
-    points: torch.Tensor,
-    centers: torch.Tensor,
-    scores: torch.Tensor,
-    knn_idx: torch.Tensor,
-    grad_points: torch.Tensor,
-    grad_centers: torch.Tensor,
-    grad_scores: torch.Tensor,
-) -> None:
-    """mmcv's kernel contract: fills grad_points, grad_centers and grad_scores."""
+def assign_score_withk_backward(*args: Any) -> None:
+    """mmcv's kernel contract, (B, N, npoint, M, K, out_dim, aggregate, grad_out, points, centers,
+    scores, knn_idx, grad_points, grad_centers, grad_scores): fills the three gradients."""
+    grad_out, points, centers, scores, knn_idx, grad_points, grad_centers, grad_scores = args[7:]
     gs, gp, gc = torch.ops.mmops._assign_score_withk_backward(grad_out, scores, points, centers, knn_idx)
     grad_scores.copy_(gs)
     grad_points.copy_(gp)
