@@ -3,6 +3,7 @@
 #include "assign_score_withk/assign_score_withk_backward.h"
 
 #include <ATen/ops/empty_like.h>
+#include <ATen/ops/where.h>
 
 namespace mmops {
 namespace kernels {
@@ -19,9 +20,11 @@ AssignScoreWithKBackward prepare_backward(const at::Tensor& grad_output, const a
   b.grad_scores = at::empty_like(b.scores);
   b.grad_points = at::empty_like(b.points);
   b.grad_centers = at::empty_like(b.centers);
-  b.by_point = group_by_index(b.knn.reshape({p.batch, p.centers * p.k}), p.points);
-  const at::Tensor centers_of = b.knn.narrow(2, 0, p.k > 0 ? 1 : 0).reshape({p.batch, p.k > 0 ? p.centers : 0});
-  b.by_center = group_by_index(centers_of, p.points);
+  // a pair whose center is out of range belongs to no point segment (CUDA's guard)
+  const at::Tensor center = b.knn.narrow(2, 0, p.k > 0 ? 1 : 0); // [B, npoint, 1]
+  const at::Tensor center_ok = center.ge(0).logical_and_(center.lt(p.points));
+  b.by_point = group_by_index(at::where(center_ok, b.knn, -1).reshape({p.batch, p.centers * p.k}), p.points);
+  b.by_center = group_by_index(center.reshape({p.batch, p.k > 0 ? p.centers : 0}), p.points);
   return b;
 }
 

@@ -11,11 +11,14 @@ namespace mmops {
 namespace kernels {
 
 struct AssignScoreWithKBackward {
-  at::Tensor scores, points, centers, knn;           // contiguous
-  at::Tensor grad_t;                                 // grad_output transposed to [B, npoint, K, O], contiguous
-  at::Tensor grad_scores, grad_points, grad_centers; // uninitialised, the inputs' shapes
-  IndexSegments by_point;                            // the pairs b * Q + q by neighbour row b * N + knn[b, q]
-  IndexSegments by_center;                           // the centers b * npoint + n by center row b * N + knn[b, n, 0]
+  // the inputs, contiguous; grad_output transposed to [B, npoint, K, O]
+  at::Tensor scores, points, centers, knn, grad_t;
+  // the gradients (uninitialised), in the inputs' shapes
+  at::Tensor grad_scores, grad_points, grad_centers;
+  // the valid pairs b * Q + q by neighbour row b * N + knn[b, q]
+  IndexSegments by_point;
+  // the centers b * npoint + n by center row b * N + knn[b, n, 0]
+  IndexSegments by_center;
 };
 
 AssignScoreWithKBackward prepare_backward(const at::Tensor& grad_output, const at::Tensor& scores,

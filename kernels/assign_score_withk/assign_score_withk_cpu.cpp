@@ -32,7 +32,7 @@ void feature_grad_cpu(const scalar_t* grad_t, const scalar_t* scores, const inde
       for (int64_t m = 0; m < s.m; ++m) {
         for (int64_t o = 0; o < s.o; ++o) {
           const acc_t v = kCenter ? center_grad<acc_t>(grad_t, scores, knn, order, offsets, row, m, o, s)
-                                  : point_grad<acc_t>(grad_t, scores, knn, order, offsets, row, m, o, s);
+                                  : point_grad<acc_t>(grad_t, scores, order, offsets, row, m, o, s);
           dst[m * s.o + o] = static_cast<scalar_t>(v);
         }
       }
@@ -62,9 +62,10 @@ at::Tensor assign_score_withk_forward_cpu(const at::Tensor& scores, const at::Te
       scalar_t* dst = out.mutable_data_ptr<scalar_t>();
       at::parallel_for(0, p.batch * s.q, 16, [&](int64_t begin, int64_t end) {
         for (int64_t r = begin; r < end; ++r) {
-          const int64_t b = r / s.q, q = r - b * s.q;
+          const Pair pair = pair_of(r, s);
+          scalar_t* out_q = dst + pair.b * s.o * s.q + (r - pair.b * s.q); // output[b, :, q]
           for (int64_t o = 0; o < s.o; ++o) {
-            dst[(b * s.o + o) * s.q + q] = static_cast<scalar_t>(pair_output<acc_t>(psc, ppt, pct, pk, r, o, s));
+            out_q[o * s.q] = static_cast<scalar_t>(pair_output<acc_t>(psc, ppt, pct, pk, pair, o, s));
           }
         }
       });
@@ -90,8 +91,9 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> assign_score_withk_backward_cpu(
           scalar_t* gs = b.grad_scores.mutable_data_ptr<scalar_t>();
           at::parallel_for(0, p.batch * s.q, 16, [&](int64_t begin, int64_t end) {
             for (int64_t r = begin; r < end; ++r) {
+              const Pair pair = pair_of(r, s);
               for (int64_t m = 0; m < s.m; ++m) {
-                gs[r * s.m + m] = static_cast<scalar_t>(score_grad<acc_t>(pg, ppt, pct, pk, r, m, s));
+                gs[r * s.m + m] = static_cast<scalar_t>(score_grad<acc_t>(pg, ppt, pct, pk, pair, m, s));
               }
             }
           });

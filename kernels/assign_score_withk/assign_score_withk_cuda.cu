@@ -49,8 +49,12 @@ __global__ void __launch_bounds__(kThreads)
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   for (int row = warp; row < kTile; row += kWarps) {
     const int64_t q = q0 + row, o = o0 + lane;
-    tile[row][lane] =
-        q < s.q && o < s.o ? pair_output<acc_t>(scores, points, centers, knn, b * s.q + q, o, s) : acc_t(0);
+    acc_t value = 0;
+    if (q < s.q && o < s.o) {
+      const Pair pair{b * s.q + q, b, q % s.k}; // one division per row (uniform over the warp)
+      value = pair_output<acc_t>(scores, points, centers, knn, pair, o, s);
+    }
+    tile[row][lane] = value;
   }
   __syncthreads();
   for (int col = warp; col < kTile; col += kWarps) {
@@ -69,7 +73,9 @@ __global__ void __launch_bounds__(kThreads)
   using acc_t = at::opmath_type<scalar_t>;
   const int64_t i = blockIdx.x * int64_t(kThreads) + threadIdx.x;
   if (i < total) {
-    grad_scores[i] = static_cast<scalar_t>(score_grad<acc_t>(grad_t, points, centers, knn, i / s.m, i % s.m, s));
+    const int64_t r = i / s.m;
+    grad_scores[i] =
+        static_cast<scalar_t>(score_grad<acc_t>(grad_t, points, centers, knn, pair_of(r, s), i - r * s.m, s));
   }
 }
 
@@ -86,7 +92,7 @@ __global__ void __launch_bounds__(kThreads)
   }
   const int64_t row = i / (s.m * s.o), m = i / s.o % s.m, o = i % s.o;
   const acc_t v = kCenter ? center_grad<acc_t>(grad_t, scores, knn, order, offsets, row, m, o, s)
-                          : point_grad<acc_t>(grad_t, scores, knn, order, offsets, row, m, o, s);
+                          : point_grad<acc_t>(grad_t, scores, order, offsets, row, m, o, s);
   out[i] = static_cast<scalar_t>(v);
 }
 
