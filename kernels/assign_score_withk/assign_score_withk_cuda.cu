@@ -14,6 +14,7 @@
 #include "assign_score_withk/assign_score_withk_backward.h"
 #include "assign_score_withk/assign_score_withk_kernels.h"
 #include "assign_score_withk/assign_score_withk_math.h"
+#include "common/index_segments.h"
 
 #include <ATen/Dispatch.h>
 #include <ATen/OpMathType.h>
@@ -22,6 +23,7 @@
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <limits>
 
@@ -39,13 +41,10 @@ template <typename scalar_t, typename index_t>
 __global__ void __launch_bounds__(kThreads)
     forward_kernel(const scalar_t* __restrict__ scores, const scalar_t* __restrict__ points,
                    const scalar_t* __restrict__ centers, const index_t* __restrict__ knn, scalar_t* __restrict__ out,
-                   Sizes s, int64_t pair_tiles, int64_t channel_tiles) {
+                   Sizes s) {
   using acc_t = at::opmath_type<scalar_t>;
   __shared__ acc_t tile[kTile][kTile + 1];
-  const int64_t block = blockIdx.x;
-  const int64_t o0 = (block % channel_tiles) * kTile;
-  const int64_t q0 = (block / channel_tiles % pair_tiles) * kTile;
-  const int64_t b = block / channel_tiles / pair_tiles;
+  const int64_t q0 = int64_t(blockIdx.x) * kTile, o0 = int64_t(blockIdx.y) * kTile, b = blockIdx.z;
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   for (int row = warp; row < kTile; row += kWarps) {
     const int64_t q = q0 + row, o = o0 + lane;
@@ -79,21 +78,38 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
-// Value i of a [B * N, M, O] feature gradient.
+// The [M, O] values of feature-gradient row blockIdx.x (b * N + v): every
+// thread of a block walks the same segment; lanes on consecutive (m, o).
 template <typename scalar_t, typename index_t, bool kCenter>
 __global__ void __launch_bounds__(kThreads)
     feature_grad_kernel(const scalar_t* __restrict__ grad_t, const scalar_t* __restrict__ scores,
                         const index_t* __restrict__ knn, const int64_t* __restrict__ order,
-                        const int64_t* __restrict__ offsets, scalar_t* __restrict__ out, Sizes s, int64_t total) {
+                        const int64_t* __restrict__ offsets, scalar_t* __restrict__ out, Sizes s) {
   using acc_t = at::opmath_type<scalar_t>;
-  const int64_t i = blockIdx.x * int64_t(kThreads) + threadIdx.x;
-  if (i >= total) {
+  const int32_t mo = blockIdx.y * blockDim.x + threadIdx.x, width = static_cast<int32_t>(s.m * s.o);
+  if (mo >= width) {
     return;
   }
-  const int64_t row = i / (s.m * s.o), m = i / s.o % s.m, o = i % s.o;
+  const int64_t row = blockIdx.x;
+  const int32_t m = mo / static_cast<int32_t>(s.o), o = mo - m * static_cast<int32_t>(s.o);
   const acc_t v = kCenter ? center_grad<acc_t>(grad_t, scores, knn, order, offsets, row, m, o, s)
                           : point_grad<acc_t>(grad_t, scores, order, offsets, row, m, o, s);
-  out[i] = static_cast<scalar_t>(v);
+  out[row * width + mo] = static_cast<scalar_t>(v);
+}
+
+// One block per feature row, up to kThreads values of the row per block.
+template <typename scalar_t, typename index_t, bool kCenter>
+void launch_feature_grad(const scalar_t* grad_t, const scalar_t* scores, const index_t* knn, const IndexSegments& seg,
+                         scalar_t* out, const Sizes& s, int64_t rows, cudaStream_t stream) {
+  const int64_t width = s.m * s.o;
+  const int threads = static_cast<int>(std::min<int64_t>(kThreads, (width + 31) / 32 * 32));
+  const int64_t parts = (width + threads - 1) / threads;
+  TORCH_CHECK(rows <= std::numeric_limits<int32_t>::max() && parts <= 65535, "mmops::assign_score_withk: ", rows,
+              " feature rows of ", width, " values exceed the CUDA grid");
+  const dim3 grid(static_cast<unsigned>(rows), static_cast<unsigned>(parts));
+  feature_grad_kernel<scalar_t, index_t, kCenter><<<grid, threads, 0, stream>>>(
+      grad_t, scores, knn, seg.order.const_data_ptr<int64_t>(), seg.offsets.const_data_ptr<int64_t>(), out, s);
+  C10_CUDA_KERNEL_LAUNCH_CHECK();
 }
 
 unsigned blocks_for(int64_t total) {
@@ -117,15 +133,17 @@ at::Tensor assign_score_withk_forward_cuda(const at::Tensor& scores, const at::T
   }
   const Sizes s = sizes_of(p);
   const int64_t pair_tiles = (s.q + kTile - 1) / kTile, channel_tiles = (s.o + kTile - 1) / kTile;
-  const int64_t blocks = p.batch * pair_tiles * channel_tiles;
-  TORCH_CHECK(blocks <= std::numeric_limits<int32_t>::max(), "mmops::assign_score_withk: ", blocks,
-              " blocks exceed the grid");
+  TORCH_CHECK(pair_tiles <= std::numeric_limits<int32_t>::max() && channel_tiles <= 65535 && p.batch <= 65535,
+              "mmops::assign_score_withk: the CUDA grid holds at most 65535 batches and 2^21 - 32 channels, but got ",
+              p.batch, " and ", p.out_dim);
+  const dim3 grid(static_cast<unsigned>(pair_tiles), static_cast<unsigned>(channel_tiles),
+                  static_cast<unsigned>(p.batch));
   const cudaStream_t stream = c10::cuda::getCurrentCUDAStream();
   AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, sc.scalar_type(), "assign_score_withk_forward_cuda", [&] {
     AT_DISPATCH_INDEX_TYPES(knn.scalar_type(), "assign_score_withk_forward_cuda", [&] {
-      forward_kernel<scalar_t, index_t><<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(
+      forward_kernel<scalar_t, index_t><<<grid, kThreads, 0, stream>>>(
           sc.const_data_ptr<scalar_t>(), pts.const_data_ptr<scalar_t>(), ctr.const_data_ptr<scalar_t>(),
-          knn.const_data_ptr<index_t>(), out.mutable_data_ptr<scalar_t>(), s, pair_tiles, channel_tiles);
+          knn.const_data_ptr<index_t>(), out.mutable_data_ptr<scalar_t>(), s);
       C10_CUDA_KERNEL_LAUNCH_CHECK();
     });
   });
@@ -152,14 +170,11 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> assign_score_withk_backward_cuda(
             C10_CUDA_KERNEL_LAUNCH_CHECK();
           }
           if (b.grad_points.numel() > 0) {
-            feature_grad_kernel<scalar_t, index_t, false><<<blocks_for(b.grad_points.numel()), kThreads, 0, stream>>>(
-                pg, psc, pk, b.by_point.order.const_data_ptr<int64_t>(), b.by_point.offsets.const_data_ptr<int64_t>(),
-                b.grad_points.mutable_data_ptr<scalar_t>(), s, b.grad_points.numel());
-            C10_CUDA_KERNEL_LAUNCH_CHECK();
-            feature_grad_kernel<scalar_t, index_t, true><<<blocks_for(b.grad_centers.numel()), kThreads, 0, stream>>>(
-                pg, psc, pk, b.by_center.order.const_data_ptr<int64_t>(), b.by_center.offsets.const_data_ptr<int64_t>(),
-                b.grad_centers.mutable_data_ptr<scalar_t>(), s, b.grad_centers.numel());
-            C10_CUDA_KERNEL_LAUNCH_CHECK();
+            const int64_t rows = p.batch * p.points;
+            scalar_t* gp = b.grad_points.mutable_data_ptr<scalar_t>();
+            scalar_t* gc = b.grad_centers.mutable_data_ptr<scalar_t>();
+            launch_feature_grad<scalar_t, index_t, false>(pg, psc, pk, b.by_point, gp, s, rows, stream);
+            launch_feature_grad<scalar_t, index_t, true>(pg, psc, pk, b.by_center, gc, s, rows, stream);
           }
         });
       });
