@@ -242,7 +242,9 @@ def test_backward_rejects_bad_indices():
     s, p, c, k = random_inputs(1, 2, 2, 1, 3, 1, torch.Generator().manual_seed(10))
     go = torch.randn(1, 1, 2, 2, dtype=torch.float64)
     with pytest.raises(RuntimeError, match=r"every value of knn_idx in \[0, 3\).*got values in \[0, 3\]"):
-        torch.ops.mmops._assign_score_withk_backward(go, s, p, c, _with_index(k, 3))
+        torch.ops.mmops._assign_score_withk_backward(
+            go, s, p, c, k.flatten().index_fill(0, torch.tensor([3]), 3).view_as(k)
+        )
     with pytest.raises(RuntimeError, match="grad_output of shape"):
         torch.ops.mmops._assign_score_withk_backward(go[..., :1], s, p, c, k)
 

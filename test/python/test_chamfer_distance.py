@@ -26,7 +26,7 @@ def random_points(B, N, M, generator, dtype=torch.float64, scale=10.0):
 
 
 def _sample(device, dtype, size):
-    B, N, M = (2, 9, 6) if size == 0 else (3, 7, 11)
+    B, N, M = (3, 9, 6) if size == 0 else (4, 7, 11)  # no size 2: the coordinate dim is 2
     xyz1, xyz2 = random_points(B, N, M, torch.Generator().manual_seed(60 + size), dtype)
     return Sample((xyz1.to(device), xyz2.to(device)))
 
