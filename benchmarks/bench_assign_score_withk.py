@@ -59,7 +59,7 @@ def neighbours(case, kind, gen):
 def composite(scores, points, centers, knn):
     b = torch.arange(knn.shape[0], device=knn.device)[:, None, None]
     gathered = points[b, knn]  # [B, npoint, K, M, O]
-    center = centers[b, knn[:, :, 0]]  # [B, npoint, M, O]
+    center = centers[b[..., 0], knn[:, :, 0]]  # [B, npoint, M, O]
     return torch.einsum("bnkm,bnkmo->bonk", scores, gathered) - torch.einsum("bnkm,bnmo->bonk", scores, center)
 
 
