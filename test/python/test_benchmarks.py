@@ -45,6 +45,9 @@ SMALL_RUNS = {
     "diff_iou_rotated": ["--cases", "diff_iou_rotated_2d", "--distributions", "overlap"],
     # --- voxelization ---
     "voxelization": ["--distributions", "lidar", "--points", "3000", "--clouds", "2"],
+    # --- assign_score_withk, chamfer_distance ---
+    "assign_score_withk": ["--cases", "small", "--distributions", "knn"],
+    "chamfer_distance": ["--cases", "b2_256", "--distributions", "clustered"],
 }
 FIELDS = {"benchmark", "device", "op", "dtype", "case", "baseline", "times_ms", "ratios", "check"}
 

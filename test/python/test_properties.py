@@ -231,6 +231,8 @@ def _references():
         **_rotated_references(),
         **_rotated_feature_references(),
         **_voxelization_references(),
+        # --- assign_score_withk, chamfer_distance ---
+        **_point_cloud_references(),
     }
 
 
@@ -284,10 +286,22 @@ def _rotated_references():
     }
 
 
+# --- assign_score_withk, chamfer_distance ---
+def _point_cloud_references():
+    from assign_score_withk_reference import assign_score_withk_ref
+    from chamfer_distance_reference import chamfer_distance_ref
+
+    return {
+        "mmops::assign_score_withk": lambda s, p, c, knn, aggregate: assign_score_withk_ref(s, p, c, knn),
+        "mmops::chamfer_distance": chamfer_distance_ref,
+    }
+
+
 REFERENCES = _references()
 # outputs the float64 reference defines (soft_nms: dets and keep)
 N_OUTPUTS = {"mmops::soft_nms": 2}
 N_OUTPUTS.update({"mmops::hard_voxelize": 3, "mmops::dynamic_scatter": 2})  # --- voxelization ---
+N_OUTPUTS["mmops::chamfer_distance"] = 4  # distances and indices (--- chamfer_distance ---)
 
 
 def _drawn_sample(op, size, seed, scale):

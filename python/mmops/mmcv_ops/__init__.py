@@ -44,6 +44,9 @@ _FUNCTION_ROUTES: List[Tuple[str, str, Any]] = [
     # --- voxelization / dynamic_scatter ---
     ("mmcv.ops.voxelize", "_Voxelization", _routes.voxelization),
     ("mmcv.ops.scatter_points", "_DynamicScatter", _routes.dynamic_scatter),
+    # --- assign_score_withk, chamfer_distance ---
+    ("mmcv.ops.assign_score_withk", "AssignScoreWithK", _routes.assign_score_withk),
+    ("mmcv.ops.chamfer_distance", "ChamferDistanceFunction", _routes.chamfer_distance),
 ]
 # (mmcv module, class, method, replacement)
 _METHOD_ROUTES: List[Tuple[str, str, str, Any]] = [

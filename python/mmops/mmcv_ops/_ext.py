@@ -358,3 +358,60 @@ SERVED.update(
         "points_in_polygons_forward": points_in_polygons_forward,
     }
 )
+
+
+# --- assign_score_withk, chamfer_distance ---
+def assign_score_withk_forward(*args: Any) -> None:
+    """mmcv's kernel contract, (B, N, npoint, M, K, out_dim, aggregate, points, centers, scores,
+    knn_idx, output): fills output [B, out_dim, npoint, K] (aggregate 0 / 1 / 2: no effect)."""
+    aggregate, points, centers, scores, knn_idx, output = args[6:]
+    output.copy_(torch.ops.mmops.assign_score_withk(scores, points, centers, knn_idx, ("sum", "avg", "max")[aggregate]))
+
+
+def assign_score_withk_backward(*args: Any) -> None:
+    """mmcv's kernel contract, (B, N, npoint, M, K, out_dim, aggregate, grad_out, points, centers,
+    scores, knn_idx, grad_points, grad_centers, grad_scores): fills the three gradients."""
+    grad_out, points, centers, scores, knn_idx, grad_points, grad_centers, grad_scores = args[7:]
+    gs, gp, gc = torch.ops.mmops._assign_score_withk_backward(grad_out, scores, points, centers, knn_idx)
+    grad_scores.copy_(gs)
+    grad_points.copy_(gp)
+    grad_centers.copy_(gc)
+
+
+def chamfer_distance_forward(
+    xyz1: torch.Tensor,
+    xyz2: torch.Tensor,
+    dist1: torch.Tensor,
+    dist2: torch.Tensor,
+    idx1: torch.Tensor,
+    idx2: torch.Tensor,
+) -> None:
+    """mmcv's kernel contract: fills dist1, dist2, idx1 and idx2."""
+    for out, value in zip((dist1, dist2, idx1, idx2), torch.ops.mmops.chamfer_distance(xyz1, xyz2)):
+        out.copy_(value)
+
+
+def chamfer_distance_backward(
+    xyz1: torch.Tensor,
+    xyz2: torch.Tensor,
+    idx1: torch.Tensor,
+    idx2: torch.Tensor,
+    grad_dist1: torch.Tensor,
+    grad_dist2: torch.Tensor,
+    grad_xyz1: torch.Tensor,
+    grad_xyz2: torch.Tensor,
+) -> None:
+    """mmcv's kernel contract: fills grad_xyz1 and grad_xyz2."""
+    g1, g2 = torch.ops.mmops._chamfer_distance_backward(xyz1, xyz2, idx1, idx2, grad_dist1, grad_dist2)
+    grad_xyz1.copy_(g1)
+    grad_xyz2.copy_(g2)
+
+
+SERVED.update(
+    {
+        "assign_score_withk_forward": assign_score_withk_forward,
+        "assign_score_withk_backward": assign_score_withk_backward,
+        "chamfer_distance_forward": chamfer_distance_forward,
+        "chamfer_distance_backward": chamfer_distance_backward,
+    }
+)

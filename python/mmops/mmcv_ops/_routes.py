@@ -260,3 +260,13 @@ def voxelization(
 def dynamic_scatter(feats: Tensor, coors: Tensor, reduce_type: str = "max") -> Any:
     """mmcv's _DynamicScatter.apply: (voxel_feats, voxel_coors)."""
     return torch.ops.mmops.dynamic_scatter(feats, coors, reduce_type)
+# --- assign_score_withk, chamfer_distance ---
+def assign_score_withk(
+    scores: Tensor, point_features: Tensor, center_features: Tensor, knn_idx: Tensor, aggregate: str = "sum"
+) -> Tensor:
+    return torch.ops.mmops.assign_score_withk(scores, point_features, center_features, knn_idx, aggregate)
+
+
+def chamfer_distance(xyz1: Tensor, xyz2: Tensor) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+    dist1, dist2, idx1, idx2 = torch.ops.mmops.chamfer_distance(xyz1, xyz2)
+    return dist1, dist2, idx1, idx2
