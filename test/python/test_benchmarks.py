@@ -43,6 +43,8 @@ SMALL_RUNS = {
     "roi_align_rotated": ["--cases", "rotated_uniform", "--layouts", "contiguous", "--ratios", "2"],
     # --- diff_iou_rotated ---
     "diff_iou_rotated": ["--cases", "diff_iou_rotated_2d", "--distributions", "overlap"],
+    # --- neighbors (ball_query, knn, three_nn, three_interpolate) ---
+    "neighbors": ["--cases", "three_interpolate_fp", "--distributions", "scene"],
 }
 FIELDS = {"benchmark", "device", "op", "dtype", "case", "baseline", "times_ms", "ratios", "check"}
 

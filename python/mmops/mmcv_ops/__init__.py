@@ -41,6 +41,11 @@ _FUNCTION_ROUTES: List[Tuple[str, str, Any]] = [
     # --- rotated_feature_align, active_rotated_filter ---
     ("mmcv.ops.rotated_feature_align", "RotatedFeatureAlignFunction", _routes.rotated_feature_align),
     ("mmcv.ops.active_rotated_filter", "ActiveRotatedFilterFunction", _routes.active_rotated_filter),
+    # --- ball_query / knn / three_nn / three_interpolate ---
+    ("mmcv.ops.ball_query", "BallQuery", _routes.ball_query),
+    ("mmcv.ops.knn", "KNN", _routes.knn),
+    ("mmcv.ops.three_nn", "ThreeNN", _routes.three_nn),
+    ("mmcv.ops.three_interpolate", "ThreeInterpolate", _routes.three_interpolate),
 ]
 # (mmcv module, class, method, replacement)
 _METHOD_ROUTES: List[Tuple[str, str, str, Any]] = [
