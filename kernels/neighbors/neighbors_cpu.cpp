@@ -109,8 +109,7 @@ namespace {
 // The nearest of every centre into idx (slot j of centre i at idx_of(i, j))
 // and, when given, sqrt of the distance into dist (same offsets).
 template <typename scalar_t, typename Offset>
-void nearest_cpu(const at::Tensor& pts, const at::Tensor& ctr, int64_t k, int32_t* idx, scalar_t* dist,
-                 Offset offset) {
+void nearest_cpu(const at::Tensor& pts, const at::Tensor& ctr, int64_t k, int32_t* idx, scalar_t* dist, Offset offset) {
   using acc_t = at::opmath_type<scalar_t>;
   const int64_t b = pts.size(0), n = pts.size(1), m = ctr.size(1);
   const scalar_t* x = pts.const_data_ptr<scalar_t>();
@@ -123,15 +122,14 @@ void nearest_cpu(const at::Tensor& pts, const at::Tensor& ctr, int64_t k, int32_
         const acc_t cx = c[3 * i], cy = c[3 * i + 1], cz = c[3 * i + 2];
         neighbors_math::NearestList<KMAX, acc_t> list(static_cast<int>(k));
         for (int64_t j = 0; j < n; ++j) {
-          list.offer(squared_distance<acc_t>(cx, cy, cz, px[3 * j], px[3 * j + 1], px[3 * j + 2]),
-                     static_cast<int>(j));
+          list.offer(squared_distance<acc_t>(cx, cy, cz, px[3 * j], px[3 * j + 1], px[3 * j + 2]), static_cast<int>(j));
         }
         for (int64_t j = 0; j < k; ++j) {
           const bool found = j < list.count;
           idx[offset(i, j)] = found ? list.idx[j] : 0;
           if (dist != nullptr) {
-            dist[offset(i, j)] = static_cast<scalar_t>(
-                found ? host_device_math::sqrt_of(list.dist[j]) : std::numeric_limits<acc_t>::infinity());
+            dist[offset(i, j)] = static_cast<scalar_t>(found ? host_device_math::sqrt_of(list.dist[j])
+                                                             : std::numeric_limits<acc_t>::infinity());
           }
         }
       }

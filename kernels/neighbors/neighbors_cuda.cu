@@ -88,8 +88,8 @@ __global__ void stack_ball_query_kernel(const scalar_t* __restrict__ xyz, const 
 // the distance at the same offset of out_dist, when given).
 template <int KMAX, typename scalar_t, typename acc_t>
 __global__ void __launch_bounds__(kThreads)
-    nearest_kernel(const scalar_t* __restrict__ xyz, const scalar_t* __restrict__ centers, int64_t n, int64_t m,
-                   int k, int64_t slot_stride, int64_t point_stride, int32_t* __restrict__ out_idx,
+    nearest_kernel(const scalar_t* __restrict__ xyz, const scalar_t* __restrict__ centers, int64_t n, int64_t m, int k,
+                   int64_t slot_stride, int64_t point_stride, int32_t* __restrict__ out_idx,
                    scalar_t* __restrict__ out_dist) {
   __shared__ acc_t tile[3][kThreads];
   const int64_t batch = blockIdx.y;
@@ -122,8 +122,8 @@ __global__ void __launch_bounds__(kThreads)
       const bool found = j < list.count;
       out_idx[o + j * slot_stride] = found ? list.idx[j] : 0;
       if (out_dist != nullptr) {
-        out_dist[o + j * slot_stride] = static_cast<scalar_t>(
-            found ? host_device_math::sqrt_of(list.dist[j]) : std::numeric_limits<acc_t>::infinity());
+        out_dist[o + j * slot_stride] = static_cast<scalar_t>(found ? host_device_math::sqrt_of(list.dist[j])
+                                                                    : std::numeric_limits<acc_t>::infinity());
       }
     }
   }
@@ -131,8 +131,8 @@ __global__ void __launch_bounds__(kThreads)
 
 // Launches nearest_kernel for pts [B, N, 3], ctr [B, M, 3] (contiguous).
 template <typename scalar_t>
-void launch_nearest(const at::Tensor& pts, const at::Tensor& ctr, int64_t k, int64_t slot_stride,
-                    int64_t point_stride, int32_t* out_idx, scalar_t* out_dist, const char* op) {
+void launch_nearest(const at::Tensor& pts, const at::Tensor& ctr, int64_t k, int64_t slot_stride, int64_t point_stride,
+                    int32_t* out_idx, scalar_t* out_dist, const char* op) {
   using acc_t = at::opmath_type<scalar_t>;
   const int64_t b = ctr.size(0), n = pts.size(1), m = ctr.size(1);
   TORCH_CHECK(b <= 65535, op, "at most 65535 batches run in one CUDA launch, but got ", b);
@@ -140,9 +140,9 @@ void launch_nearest(const at::Tensor& pts, const at::Tensor& ctr, int64_t k, int
   cudaStream_t stream = c10::cuda::getCurrentCUDAStream();
   neighbors_math::with_capacity(k, [&](auto capacity) {
     constexpr int KMAX = decltype(capacity)::value;
-    nearest_kernel<KMAX, scalar_t, acc_t><<<grid, kThreads, 0, stream>>>(
-        pts.const_data_ptr<scalar_t>(), ctr.const_data_ptr<scalar_t>(), n, m, static_cast<int>(k), slot_stride,
-        point_stride, out_idx, out_dist);
+    nearest_kernel<KMAX, scalar_t, acc_t>
+        <<<grid, kThreads, 0, stream>>>(pts.const_data_ptr<scalar_t>(), ctr.const_data_ptr<scalar_t>(), n, m,
+                                        static_cast<int>(k), slot_stride, point_stride, out_idx, out_dist);
     C10_CUDA_KERNEL_LAUNCH_CHECK();
   });
 }
@@ -163,10 +163,9 @@ at::Tensor ball_query_cuda(const at::Tensor& xyz, const at::Tensor& center_xyz, 
   AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, pts.scalar_type(), "mmops::ball_query (CUDA)", [&] {
     using acc_t = at::opmath_type<scalar_t>;
     const acc_t rmin = static_cast<acc_t>(p.min_radius), rmax = static_cast<acc_t>(p.max_radius);
-    ball_query_kernel<scalar_t, acc_t><<<blocks, kThreads, 0, stream>>>(pts.const_data_ptr<scalar_t>(),
-                                                                       ctr.const_data_ptr<scalar_t>(), b, n, m, s,
-                                                                       rmin * rmin, rmax * rmax,
-                                                                       out.mutable_data_ptr<int32_t>());
+    ball_query_kernel<scalar_t, acc_t>
+        <<<blocks, kThreads, 0, stream>>>(pts.const_data_ptr<scalar_t>(), ctr.const_data_ptr<scalar_t>(), b, n, m, s,
+                                          rmin * rmin, rmax * rmax, out.mutable_data_ptr<int32_t>());
     C10_CUDA_KERNEL_LAUNCH_CHECK();
   });
   return out;
@@ -189,10 +188,10 @@ at::Tensor stack_ball_query_cuda(const at::Tensor& xyz, const at::Tensor& center
   AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, pts.scalar_type(), "mmops::stack_ball_query (CUDA)", [&] {
     using acc_t = at::opmath_type<scalar_t>;
     const acc_t rmax = static_cast<acc_t>(p.max_radius);
-    stack_ball_query_kernel<scalar_t, acc_t><<<blocks, kThreads, 0, stream>>>(
-        pts.const_data_ptr<scalar_t>(), ctr.const_data_ptr<scalar_t>(), xyz_ends.const_data_ptr<int64_t>(),
-        center_ends.const_data_ptr<int64_t>(), batches, pts.size(0), m, s, rmax * rmax,
-        out.mutable_data_ptr<int32_t>());
+    stack_ball_query_kernel<scalar_t, acc_t>
+        <<<blocks, kThreads, 0, stream>>>(pts.const_data_ptr<scalar_t>(), ctr.const_data_ptr<scalar_t>(),
+                                          xyz_ends.const_data_ptr<int64_t>(), center_ends.const_data_ptr<int64_t>(),
+                                          batches, pts.size(0), m, s, rmax * rmax, out.mutable_data_ptr<int32_t>());
     C10_CUDA_KERNEL_LAUNCH_CHECK();
   });
   return out;

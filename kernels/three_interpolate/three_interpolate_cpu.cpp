@@ -39,8 +39,8 @@ at::Tensor three_interpolate_forward_cpu(const at::Tensor& features, const at::T
         const int64_t bi = row / c;
         for (int64_t t = 0; t < n; ++t) {
           const int64_t e = (bi * n + t) * 3;
-          o[row * n + t] = static_cast<scalar_t>(
-              three_interpolate_math::interpolate3<acc_t>(fp + row * m, m, ip + e, wp + e));
+          o[row * n + t] =
+              static_cast<scalar_t>(three_interpolate_math::interpolate3<acc_t>(fp + row * m, m, ip + e, wp + e));
         }
       }
     });
@@ -49,8 +49,8 @@ at::Tensor three_interpolate_forward_cpu(const at::Tensor& features, const at::T
 }
 
 std::tuple<at::Tensor, at::Tensor> three_interpolate_backward_cpu(const at::Tensor& grad_output,
-                                                                  const at::Tensor& features,
-                                                                  const at::Tensor& indices, const at::Tensor& weight) {
+                                                                  const at::Tensor& features, const at::Tensor& indices,
+                                                                  const at::Tensor& weight) {
   const at::Tensor g = grad_output.contiguous();
   const at::Tensor f = features.contiguous();
   const at::Tensor idx = indices.contiguous();

@@ -40,8 +40,8 @@ unsigned blocks_for(int64_t work) {
 
 template <typename scalar_t, typename acc_t>
 __global__ void forward_kernel(const scalar_t* __restrict__ features, const int32_t* __restrict__ indices,
-                               const scalar_t* __restrict__ weight, int64_t c, int64_t m, int64_t n,
-                               int64_t total, scalar_t* __restrict__ out) {
+                               const scalar_t* __restrict__ weight, int64_t c, int64_t m, int64_t n, int64_t total,
+                               scalar_t* __restrict__ out) {
   const int64_t i = int64_t(blockIdx.x) * kThreads + threadIdx.x;
   if (i >= total) {
     return;
@@ -55,9 +55,8 @@ __global__ void forward_kernel(const scalar_t* __restrict__ features, const int3
 // order[starts[..]] .. in (n, j) order) of grad_output[b, c, n] * weight[e].
 template <typename scalar_t, typename acc_t>
 __global__ void grad_features_kernel(const scalar_t* __restrict__ grad_output, const scalar_t* __restrict__ weight,
-                                     const int64_t* __restrict__ order, const int64_t* __restrict__ starts,
-                                     int64_t c, int64_t m, int64_t n, int64_t total,
-                                     scalar_t* __restrict__ grad_features) {
+                                     const int64_t* __restrict__ order, const int64_t* __restrict__ starts, int64_t c,
+                                     int64_t m, int64_t n, int64_t total, scalar_t* __restrict__ grad_features) {
   const int64_t i = int64_t(blockIdx.x) * kThreads + threadIdx.x;
   if (i >= total) {
     return;
@@ -74,8 +73,8 @@ __global__ void grad_features_kernel(const scalar_t* __restrict__ grad_output, c
 
 template <typename scalar_t, typename acc_t>
 __global__ void grad_weight_kernel(const scalar_t* __restrict__ grad_output, const scalar_t* __restrict__ features,
-                                   const int32_t* __restrict__ indices, int64_t c, int64_t m, int64_t n,
-                                   int64_t total, scalar_t* __restrict__ grad_weight) {
+                                   const int32_t* __restrict__ indices, int64_t c, int64_t m, int64_t n, int64_t total,
+                                   scalar_t* __restrict__ grad_weight) {
   const int64_t i = int64_t(blockIdx.x) * kThreads + threadIdx.x; // target b * n + t
   if (i >= total) {
     return;
@@ -111,9 +110,9 @@ __global__ void grad_weight_kernel(const scalar_t* __restrict__ grad_output, con
 std::tuple<at::Tensor, at::Tensor> group_by_source(const at::Tensor& idx, int64_t b, int64_t m) {
   const at::Tensor index = idx.to(at::kLong);
   const at::Tensor batch_base = at::arange(b, index.options()).mul_(m).view({b, 1, 1});
-  const at::Tensor keys = at::where((index >= 0).logical_and_(index < m), index + batch_base,
-                                    at::scalar_tensor(b * m, index.options()))
-                              .view(-1);
+  const at::Tensor keys =
+      at::where((index >= 0).logical_and_(index < m), index + batch_base, at::scalar_tensor(b * m, index.options()))
+          .view(-1);
   const at::Tensor order = at::argsort(keys, /*stable=*/true);
   const at::Tensor starts = at::searchsorted(keys.index_select(0, order), at::arange(b * m + 1, index.options()));
   return {order, starts};
@@ -136,8 +135,8 @@ at::Tensor three_interpolate_forward_cuda(const at::Tensor& features, const at::
   AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, f.scalar_type(), "mmops::three_interpolate (CUDA)", [&] {
     using acc_t = at::opmath_type<scalar_t>;
     forward_kernel<scalar_t, acc_t><<<blocks_for(out.numel()), kThreads, 0, stream>>>(
-        f.const_data_ptr<scalar_t>(), idx.const_data_ptr<int32_t>(), w.const_data_ptr<scalar_t>(), c, m, n,
-        out.numel(), out.mutable_data_ptr<scalar_t>());
+        f.const_data_ptr<scalar_t>(), idx.const_data_ptr<int32_t>(), w.const_data_ptr<scalar_t>(), c, m, n, out.numel(),
+        out.mutable_data_ptr<scalar_t>());
     C10_CUDA_KERNEL_LAUNCH_CHECK();
   });
   return out;

@@ -20,16 +20,15 @@ at::Tensor three_interpolate_forward_cpu(const at::Tensor& features, const at::T
 // Every sum runs in a fixed order (targets n, then j, ascending; channels
 // ascending), the same on both devices: deterministic, no atomics.
 std::tuple<at::Tensor, at::Tensor> three_interpolate_backward_cpu(const at::Tensor& grad_output,
-                                                                  const at::Tensor& features,
-                                                                  const at::Tensor& indices, const at::Tensor& weight);
+                                                                  const at::Tensor& features, const at::Tensor& indices,
+                                                                  const at::Tensor& weight);
 
 #ifdef MMOPS_WITH_CUDA
 at::Tensor three_interpolate_forward_cuda(const at::Tensor& features, const at::Tensor& indices,
                                           const at::Tensor& weight);
 std::tuple<at::Tensor, at::Tensor> three_interpolate_backward_cuda(const at::Tensor& grad_output,
                                                                    const at::Tensor& features,
-                                                                   const at::Tensor& indices,
-                                                                   const at::Tensor& weight);
+                                                                   const at::Tensor& indices, const at::Tensor& weight);
 #endif
 
 } // namespace kernels

@@ -38,8 +38,8 @@ template <auto Kernel>
 at::Tensor stack_ball_query_entry(double max_radius, c10::SymInt sample_num, const at::Tensor& xyz,
                                   const at::Tensor& center_xyz, const at::Tensor& xyz_batch_cnt,
                                   const at::Tensor& center_xyz_batch_cnt) {
-  const BallQueryParams p = detail::check_stack_ball_query(max_radius, sample_num, xyz, center_xyz, xyz_batch_cnt,
-                                                           center_xyz_batch_cnt);
+  const BallQueryParams p =
+      detail::check_stack_ball_query(max_radius, sample_num, xyz, center_xyz, xyz_batch_cnt, center_xyz_batch_cnt);
   detail::check_stack_counts(xyz, center_xyz, xyz_batch_cnt, center_xyz_batch_cnt);
   return Kernel(xyz, center_xyz, xyz_batch_cnt, center_xyz_batch_cnt, p);
 }
@@ -86,10 +86,10 @@ std::tuple<at::Tensor, at::Tensor> three_nn(const at::Tensor& target, const at::
 
 } // namespace mmops
 
-#define MMOPS_NEIGHBORS_ENTRIES(m, device)                                                            \
-  m.impl("ball_query", &ball_query_entry<kernels::ball_query_##device>);                              \
-  m.impl("stack_ball_query", &stack_ball_query_entry<kernels::stack_ball_query_##device>);            \
-  m.impl("knn", &knn_entry<kernels::knn_##device>);                                                   \
+#define MMOPS_NEIGHBORS_ENTRIES(m, device)                                                 \
+  m.impl("ball_query", &ball_query_entry<kernels::ball_query_##device>);                   \
+  m.impl("stack_ball_query", &stack_ball_query_entry<kernels::stack_ball_query_##device>); \
+  m.impl("knn", &knn_entry<kernels::knn_##device>);                                        \
   m.impl("three_nn", &three_nn_entry<kernels::three_nn_##device>);
 
 MMOPS_REGISTER_DEVICE_ENTRIES(MMOPS_NEIGHBORS_ENTRIES)

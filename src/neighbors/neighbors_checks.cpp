@@ -26,17 +26,17 @@ void check_points(const char* op, const char* name, const at::Tensor& t, int64_t
                   const char* layout) {
   TORCH_CHECK(t.dim() == dims && t.sym_size(coord_dim) == 3, op, "expected ", name, " to be a ", dims,
               "-D tensor of shape ", layout, ", but got shape ", shape_of(t));
-  TORCH_CHECK(at::isFloatingType(t.scalar_type()), op, "expected ", name,
-              " to have a floating point dtype, but got ", t.scalar_type());
+  TORCH_CHECK(at::isFloatingType(t.scalar_type()), op, "expected ", name, " to have a floating point dtype, but got ",
+              t.scalar_type());
 }
 
 // `other` has the dtype and device of `ref` (named ref_name).
 void check_same(const char* op, const char* name, const at::Tensor& other, const char* ref_name,
                 const at::Tensor& ref) {
-  TORCH_CHECK(other.scalar_type() == ref.scalar_type(), op, "expected ", name, " to have the dtype of ", ref_name,
-              " (", ref.scalar_type(), "), but got ", other.scalar_type());
-  TORCH_CHECK(other.device() == ref.device(), op, "expected ", name, " on the device of ", ref_name, " (",
-              ref.device(), "), but got ", other.device());
+  TORCH_CHECK(other.scalar_type() == ref.scalar_type(), op, "expected ", name, " to have the dtype of ", ref_name, " (",
+              ref.scalar_type(), "), but got ", other.scalar_type());
+  TORCH_CHECK(other.device() == ref.device(), op, "expected ", name, " on the device of ", ref_name, " (", ref.device(),
+              "), but got ", other.device());
 }
 
 void check_point_count(const char* op, const char* name, const c10::SymInt& n) {
@@ -44,10 +44,9 @@ void check_point_count(const char* op, const char* name, const c10::SymInt& n) {
                   " (indices are int32), but got ", n);
 }
 
-void check_batches(const char* op, const char* name, const at::Tensor& t, const char* ref_name,
-                   const at::Tensor& ref) {
-  TORCH_SYM_CHECK(t.sym_size(0).sym_eq(ref.sym_size(0)), op, "expected ", name, " to have the batch size of ",
-                  ref_name, " (", ref.sym_size(0), "), but got shape ", shape_of(t));
+void check_batches(const char* op, const char* name, const at::Tensor& t, const char* ref_name, const at::Tensor& ref) {
+  TORCH_SYM_CHECK(t.sym_size(0).sym_eq(ref.sym_size(0)), op, "expected ", name, " to have the batch size of ", ref_name,
+                  " (", ref.sym_size(0), "), but got shape ", shape_of(t));
 }
 
 void check_sample_num(const char* op, const c10::SymInt& sample_num) {
@@ -86,8 +85,8 @@ void check_count_tensor(const char* name, const at::Tensor& cnt, const at::Tenso
 BallQueryParams check_ball_query(double min_radius, double max_radius, const c10::SymInt& sample_num,
                                  const at::Tensor& xyz, const at::Tensor& center_xyz) {
   constexpr const char* kOp = kBallQueryOp;
-  TORCH_CHECK(std::isfinite(min_radius) && min_radius >= 0, kOp,
-              "min_radius must be a finite number >= 0, but got ", min_radius);
+  TORCH_CHECK(std::isfinite(min_radius) && min_radius >= 0, kOp, "min_radius must be a finite number >= 0, but got ",
+              min_radius);
   TORCH_CHECK(std::isfinite(max_radius) && max_radius > min_radius, kOp,
               "max_radius must be a finite number greater than min_radius (", min_radius, "), but got ", max_radius);
   check_sample_num(kOp, sample_num);

@@ -12,8 +12,7 @@ namespace {
 at::Tensor ball_query_meta(double min_radius, double max_radius, c10::SymInt sample_num, const at::Tensor& xyz,
                            const at::Tensor& center_xyz) {
   detail::check_ball_query(min_radius, max_radius, sample_num, xyz, center_xyz);
-  return at::empty_symint({center_xyz.sym_size(0), center_xyz.sym_size(1), sample_num},
-                          xyz.options().dtype(at::kInt));
+  return at::empty_symint({center_xyz.sym_size(0), center_xyz.sym_size(1), sample_num}, xyz.options().dtype(at::kInt));
 }
 
 at::Tensor stack_ball_query_meta(double max_radius, c10::SymInt sample_num, const at::Tensor& xyz,

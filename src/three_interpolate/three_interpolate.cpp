@@ -47,7 +47,7 @@ at::Tensor three_interpolate(const at::Tensor& features, const at::Tensor& indic
 
 } // namespace mmops
 
-#define MMOPS_THREE_INTERPOLATE_ENTRIES(m, device)                                        \
+#define MMOPS_THREE_INTERPOLATE_ENTRIES(m, device)                                          \
   m.impl("three_interpolate", &forward_entry<kernels::three_interpolate_forward_##device>); \
   m.impl("_three_interpolate_backward", &backward_entry<kernels::three_interpolate_backward_##device>);
 

@@ -24,8 +24,7 @@ class ThreeInterpolateFunction : public torch::autograd::Function<ThreeInterpola
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list grad_outputs) {
-    static const auto backward_op =
-        detail::op_handle<ThreeInterpolateBackwardFn>("mmops::_three_interpolate_backward");
+    static const auto backward_op = detail::op_handle<ThreeInterpolateBackwardFn>("mmops::_three_interpolate_backward");
     const at::Tensor& grad_output = grad_outputs[0];
     detail::refuse_double_backward("mmops::three_interpolate", grad_output);
     const variable_list saved = ctx->get_saved_variables();
@@ -35,8 +34,7 @@ class ThreeInterpolateFunction : public torch::autograd::Function<ThreeInterpola
   }
 };
 
-at::Tensor three_interpolate_autograd(const at::Tensor& features, const at::Tensor& indices,
-                                      const at::Tensor& weight) {
+at::Tensor three_interpolate_autograd(const at::Tensor& features, const at::Tensor& indices, const at::Tensor& weight) {
   if (!detail::needs_grad({features, weight})) {
     static const auto op = detail::op_handle<ThreeInterpolateFn>("mmops::three_interpolate");
     at::AutoDispatchBelowADInplaceOrView below_autograd;

@@ -22,8 +22,7 @@ void check_three_interpolate(const at::Tensor& features, const at::Tensor& indic
               "expected features to have a floating point dtype, but got ", features.scalar_type());
   TORCH_CHECK(indices.dim() == 3 && indices.sym_size(2) == 3, kOp,
               "expected indices to be a 3-D tensor of shape [B, N, 3], but got shape ", shape_of(indices));
-  TORCH_CHECK(indices.scalar_type() == at::kInt, kOp, "expected indices to be int32, but got ",
-              indices.scalar_type());
+  TORCH_CHECK(indices.scalar_type() == at::kInt, kOp, "expected indices to be int32, but got ", indices.scalar_type());
   TORCH_SYM_CHECK(indices.sym_size(0).sym_eq(features.sym_size(0)), kOp,
                   "expected indices to have the batch size of features (", features.sym_size(0), "), but got shape ",
                   shape_of(indices));
@@ -35,7 +34,8 @@ void check_three_interpolate(const at::Tensor& features, const at::Tensor& indic
               "expected indices and weight on the device of features (", features.device(), "), but got ",
               indices.device(), " and ", weight.device());
   TORCH_SYM_CHECK(features.sym_size(2).sym_le(std::numeric_limits<int32_t>::max()), kOp,
-                  "expected at most 2^31 - 1 sources M in features (indices are int32), but got ", features.sym_size(2));
+                  "expected at most 2^31 - 1 sources M in features (indices are int32), but got ",
+                  features.sym_size(2));
 }
 
 void check_three_interpolate_backward(const at::Tensor& grad_output, const at::Tensor& features,

@@ -92,11 +92,11 @@ TEST(Neighbors, CudaMatchesCpu) {
 }
 
 // The public C++ API on the calls the conformance cases recorded (test_torchscript.cpp).
-const mmops_test::CppApiEntry ball_query_api{"mmops::ball_query", [](const mmops_test::ApiArgs& a) {
-                                               return mmops_test::ApiOutputs{
-                                                   mmops::ball_query(a[0].toDouble(), a[1].toDouble(), a[2].toInt(),
-                                                                     a[3].toTensor(), a[4].toTensor())};
-                                             }};
+const mmops_test::CppApiEntry ball_query_api{
+    "mmops::ball_query", [](const mmops_test::ApiArgs& a) {
+      return mmops_test::ApiOutputs{
+          mmops::ball_query(a[0].toDouble(), a[1].toDouble(), a[2].toInt(), a[3].toTensor(), a[4].toTensor())};
+    }};
 
 const mmops_test::CppApiEntry stack_ball_query_api{
     "mmops::stack_ball_query", [](const mmops_test::ApiArgs& a) {
@@ -104,10 +104,11 @@ const mmops_test::CppApiEntry stack_ball_query_api{
                                                             a[3].toTensor(), a[4].toTensor(), a[5].toTensor())};
     }};
 
-const mmops_test::CppApiEntry knn_api{"mmops::knn", [](const mmops_test::ApiArgs& a) {
-                                        return mmops_test::ApiOutputs{mmops::knn(
-                                            a[0].toInt(), a[1].toTensor(), a[2].toOptional<at::Tensor>(), a[3].toBool())};
-                                      }};
+const mmops_test::CppApiEntry knn_api{
+    "mmops::knn", [](const mmops_test::ApiArgs& a) {
+      return mmops_test::ApiOutputs{
+          mmops::knn(a[0].toInt(), a[1].toTensor(), a[2].toOptional<at::Tensor>(), a[3].toBool())};
+    }};
 
 const mmops_test::CppApiEntry three_nn_api{"mmops::three_nn", [](const mmops_test::ApiArgs& a) {
                                              const auto [dist, idx] = mmops::three_nn(a[0].toTensor(), a[1].toTensor());

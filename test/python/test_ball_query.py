@@ -326,7 +326,9 @@ def test_cuda_matches_cpu_large(dtype):
     xyz = random_points(2, 20000, seed=9).to(dtype)
     centres = random_points(2, 1500, seed=10).to(dtype)
     for radii, samples in (((0.0, 0.05), 32), ((0.05, 0.1), 64)):
-        assert torch.equal(dense(*radii, samples, xyz.cuda(), centres.cuda()).cpu(), dense(*radii, samples, xyz, centres))
+        assert torch.equal(
+            dense(*radii, samples, xyz.cuda(), centres.cuda()).cpu(), dense(*radii, samples, xyz, centres)
+        )
 
 
 @pytest.mark.cuda

@@ -230,6 +230,20 @@ def _references():
         # --- box_iou_rotated / nms_rotated ---
         **_rotated_references(),
         **_rotated_feature_references(),
+        # --- neighbors / three_interpolate ---
+        **_neighbor_references(),
+    }
+
+
+def _neighbor_references():
+    import neighbors_reference as nr
+
+    return {
+        "mmops::ball_query": nr.ball_query_ref,
+        "mmops::stack_ball_query": nr.stack_ball_query_ref,
+        "mmops::knn": nr.knn_ref,
+        "mmops::three_nn": nr.three_nn_ref,
+        "mmops::three_interpolate": nr.three_interpolate_ref,
     }
 
 
@@ -276,6 +290,7 @@ def _rotated_references():
 REFERENCES = _references()
 # outputs the float64 reference defines (soft_nms: dets and keep)
 N_OUTPUTS = {"mmops::soft_nms": 2}
+N_OUTPUTS["mmops::three_nn"] = 2  # --- neighbors: dist and idx ---
 
 
 def _drawn_sample(op, size, seed, scale):

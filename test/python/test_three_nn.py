@@ -155,7 +155,10 @@ def test_mmcv_bridge():
     import mmops.mmcv_ops  # noqa: F401  (first: it serves mmcv._ext)
 
     mmcv_ops = pytest.importorskip("mmcv.ops")
-    target, source = random_points(2, 30, dtype=torch.float32, seed=5), random_points(2, 12, dtype=torch.float32, seed=6)
+    target, source = (
+        random_points(2, 30, dtype=torch.float32, seed=5),
+        random_points(2, 12, dtype=torch.float32, seed=6),
+    )
     dist, idx = mmcv_ops.three_nn(target, source)
     ref_dist, ref_idx = op(target, source)
     assert torch.equal(idx, ref_idx) and torch.equal(dist, ref_dist)
