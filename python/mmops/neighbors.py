@@ -26,8 +26,8 @@ def ball_query(
     the first sample_num points (index order) with d2 == 0 or min_radius^2 <= d2 <
     max_radius^2; free slots repeat the first one found; 0 where none is.
 
-    Stacked (both counts given, as in mmcv): xyz [N1 + ..., 3], center_xyz [M1 + ..., 3],
-    xyz_batch_cnt / center_xyz_batch_cnt [B] -> int32 [M, sample_num] of indices within
+    Stacked (both counts given; with one, the dense query runs, as in mmcv): xyz [N1 + ..., 3],
+    center_xyz [M1 + ..., 3], xyz_batch_cnt / center_xyz_batch_cnt [B] -> int32 [M, sample_num] of indices within
     the centre's batch with d2 < max_radius^2 (min_radius unused, as in mmcv); an empty
     ball gives -1 in slot 0.
     """
@@ -35,8 +35,6 @@ def ball_query(
         return torch.ops.mmops.stack_ball_query(
             float(max_radius), int(sample_num), xyz, center_xyz, xyz_batch_cnt, center_xyz_batch_cnt
         )
-    if xyz_batch_cnt is not None or center_xyz_batch_cnt is not None:
-        raise ValueError("ball_query: give both xyz_batch_cnt and center_xyz_batch_cnt (stacked) or neither")
     return torch.ops.mmops.ball_query(float(min_radius), float(max_radius), int(sample_num), xyz, center_xyz)
 
 

@@ -7,6 +7,7 @@
 
 #include "common/dispatch.h"
 
+#include <ATen/core/LegacyTypeDispatch.h>
 #include <torch/csrc/autograd/autograd_not_implemented_fallback.h>
 #include <torch/library.h>
 

@@ -291,10 +291,14 @@ def test_strided_inputs():
                        expected)  # fmt: skip
 
 
-def test_wrapper_needs_both_counts():
+def test_wrapper_is_stacked_with_both_counts_only():
+    """As mmcv: one count alone runs the dense query (which then wants [B, N, 3])."""
     xyz, ctr, cnt, ccnt = stacked_inputs([5], [2])
-    with pytest.raises(ValueError, match="give both xyz_batch_cnt and center_xyz_batch_cnt"):
+    assert torch.equal(mmops.ball_query(0.0, 0.3, 2, xyz, ctr, cnt, ccnt), stacked(0.3, 2, xyz, ctr, cnt, ccnt))
+    with pytest.raises(RuntimeError, match=r"mmops::ball_query: expected xyz to be a 3-D tensor"):
         mmops.ball_query(0.0, 0.3, 2, xyz, ctr, cnt)
+    dense_args = (xyz[None], ctr[None])
+    assert torch.equal(mmops.ball_query(0.0, 0.3, 2, *dense_args, None, ccnt), dense(0.0, 0.3, 2, *dense_args))
 
 
 def test_not_differentiable():

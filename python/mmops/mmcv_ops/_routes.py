@@ -242,30 +242,7 @@ def diff_iou_rotated_3d(box3d1: Tensor, box3d2: Tensor) -> Tensor:
 
 
 # --- ball_query / knn / three_nn / three_interpolate ---
-def ball_query(
-    min_radius: float,
-    max_radius: float,
-    sample_num: int,
-    xyz: Tensor,
-    center_xyz: Tensor,
-    xyz_batch_cnt: Optional[Tensor] = None,
-    center_xyz_batch_cnt: Optional[Tensor] = None,
-) -> Tensor:
-    """mmcv's BallQuery.apply: dense, or stacked when both counts are given."""
-    from mmops.neighbors import ball_query as run
-
-    if (xyz_batch_cnt is None) != (center_xyz_batch_cnt is None):  # mmcv runs the dense query then
-        xyz_batch_cnt = center_xyz_batch_cnt = None
-    return run(min_radius, max_radius, sample_num, xyz, center_xyz, xyz_batch_cnt, center_xyz_batch_cnt)
-
-
-def knn(k: int, xyz: Tensor, center_xyz: Optional[Tensor] = None, transposed: bool = False) -> Tensor:
-    return torch.ops.mmops.knn(int(k), xyz, center_xyz, bool(transposed))
-
-
-def three_nn(target: Tensor, source: Tensor) -> Any:
-    return torch.ops.mmops.three_nn(target, source)
-
-
-def three_interpolate(features: Tensor, indices: Tensor, weight: Tensor) -> Tensor:
-    return torch.ops.mmops.three_interpolate(features, indices, weight)
+# mmops' wrappers take mmcv's Function.apply arguments as they are (ball_query: stacked
+# when both counts are given, else dense, as mmcv decides).
+from ..neighbors import ball_query, knn, three_nn  # noqa: E402, F401
+from ..three_interpolate import three_interpolate  # noqa: E402, F401
