@@ -15,8 +15,9 @@
 #include <ATen/ops/arange.h>
 #include <ATen/ops/argsort.h>
 #include <ATen/ops/empty.h>
+#include <ATen/ops/index_select.h>
 #include <ATen/ops/searchsorted.h>
-#include <ATen/ops/where.h>
+#include <ATen/ops/zeros.h>
 #include <c10/cuda/CUDAException.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
@@ -103,18 +104,28 @@ __global__ void grad_weight_kernel(const scalar_t* __restrict__ grad_output, con
   }
 }
 
-// The entries (b, n, j) grouped by source: `order` lists the flat entry
-// indices by key b * M + indices[b, n, j] (stable: (n, j) order within a
-// group; invalid indices get key B * M, after every group) and group g holds
+// keys[e] = b * M + indices[e] for entry e = (b, n, j) with a valid index,
+// B * M (after every source) for an invalid one.
+__global__ void source_keys_kernel(const int32_t* __restrict__ indices, int64_t per_batch, int64_t m, int64_t total,
+                                   int64_t* __restrict__ keys) {
+  const int64_t e = int64_t(blockIdx.x) * kThreads + threadIdx.x;
+  if (e < total) {
+    const int32_t k = indices[e];
+    keys[e] = valid_index(k, m) ? (e / per_batch) * m + k : (total / per_batch) * m;
+  }
+}
+
+// The entries grouped by source: `order` lists the flat entry indices by key
+// (stable: (n, j) order within a group) and group g holds
 // order[starts[g], starts[g + 1]).
-std::tuple<at::Tensor, at::Tensor> group_by_source(const at::Tensor& idx, int64_t b, int64_t m) {
-  const at::Tensor index = idx.to(at::kLong);
-  const at::Tensor batch_base = at::arange(b, index.options()).mul_(m).view({b, 1, 1});
-  const at::Tensor keys =
-      at::where((index >= 0).logical_and_(index < m), index + batch_base, at::scalar_tensor(b * m, index.options()))
-          .view(-1);
+std::tuple<at::Tensor, at::Tensor> group_by_source(const at::Tensor& idx, int64_t b, int64_t m, cudaStream_t stream) {
+  const int64_t total = idx.numel();
+  const at::Tensor keys = at::empty({total}, idx.options().dtype(at::kLong));
+  source_keys_kernel<<<blocks_for(total), kThreads, 0, stream>>>(idx.const_data_ptr<int32_t>(), total / b, m, total,
+                                                                 keys.mutable_data_ptr<int64_t>());
+  C10_CUDA_KERNEL_LAUNCH_CHECK();
   const at::Tensor order = at::argsort(keys, /*stable=*/true);
-  const at::Tensor starts = at::searchsorted(keys.index_select(0, order), at::arange(b * m + 1, index.options()));
+  const at::Tensor starts = at::searchsorted(keys.index_select(0, order), at::arange(b * m + 1, keys.options()));
   return {order, starts};
 }
 
@@ -152,13 +163,14 @@ std::tuple<at::Tensor, at::Tensor> three_interpolate_backward_cuda(const at::Ten
   const at::Tensor idx = indices.contiguous();
   const at::Tensor w = weight.contiguous();
   const int64_t b = f.size(0), c = f.size(1), m = f.size(2), n = idx.size(1);
-  at::Tensor grad_features = at::empty({b, c, m}, f.options());
+  // no targets (n == 0): nothing reaches the features
+  at::Tensor grad_features = n == 0 ? at::zeros({b, c, m}, f.options()) : at::empty({b, c, m}, f.options());
   at::Tensor grad_weight = at::empty({b, n, 3}, w.options());
   cudaStream_t stream = c10::cuda::getCurrentCUDAStream();
   AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, f.scalar_type(), "mmops::three_interpolate (CUDA)", [&] {
     using acc_t = at::opmath_type<scalar_t>;
-    if (grad_features.numel() > 0) {
-      const auto [order, starts] = group_by_source(idx, b, m);
+    if (grad_features.numel() > 0 && n > 0) {
+      const auto [order, starts] = group_by_source(idx, b, m, stream);
       grad_features_kernel<scalar_t, acc_t><<<blocks_for(grad_features.numel()), kThreads, 0, stream>>>(
           g.const_data_ptr<scalar_t>(), w.const_data_ptr<scalar_t>(), order.const_data_ptr<int64_t>(),
           starts.const_data_ptr<int64_t>(), c, m, n, grad_features.numel(), grad_features.mutable_data_ptr<scalar_t>());
