@@ -40,7 +40,7 @@ def random_points(*shape, dtype=torch.float64, seed=0, device="cpu"):
 def stacked_inputs(counts, centre_counts, *, dtype=torch.float64, seed=0, device="cpu", cnt_dtype=torch.int32):
     xyz = random_points(sum(counts), dtype=dtype, seed=seed, device=device)
     # centres: half of them on points of their batch (d2 == 0), the rest random
-    centres, start = [], 0
+    centres, start = [random_points(0, dtype=dtype, device=device)], 0
     for n, m in zip(counts, centre_counts):
         own = xyz[start : start + n][: m // 2]
         centres += [own, random_points(m - len(own), dtype=dtype, seed=seed + 7 + n, device=device)]
@@ -76,7 +76,8 @@ def _dense_cuda_samples(dtype):
 
 
 def _stack_sample(device, dtype, size):
-    counts, centres = ([30, 0, 25], [4, 3, 5]) if size == 0 else ([12, 40], [6, 2])
+    # no batch count of 3 (torch.compile would take it for the coordinate axis' size)
+    counts, centres = ([30, 0, 25, 9], [4, 3, 5, 2]) if size == 0 else ([12, 40], [6, 2])
     return Sample((0.35, 5, *stacked_inputs(counts, centres, dtype=dtype, seed=size, device=device)))
 
 
@@ -175,19 +176,19 @@ CONFORMANCE = [
             ),
             "count_lengths_differ": BadInput(
                 lambda r, s, x, c, n, m: (r, s, x, c, n, m[:2]),
-                r"center_xyz_batch_cnt to have the length of xyz_batch_cnt \(3\), but got 2",
+                r"center_xyz_batch_cnt to have the length of xyz_batch_cnt \(4\), but got 2",
                 meta=True,
             ),
             "counts_sum": BadInput(
                 lambda r, s, x, c, n, m: (r, s, x, c, n + 1, m),
-                r"expected xyz_batch_cnt to sum to the number of points in xyz \(55\), but got 58",
+                r"expected xyz_batch_cnt to sum to the number of points in xyz \(64\), but got 68",
             ),
             "centre_counts_sum": BadInput(
                 lambda r, s, x, c, n, m: (r, s, x, c, n, m - 1),
-                r"expected center_xyz_batch_cnt to sum to the number of centres in center_xyz \(12\), but got 9",
+                r"expected center_xyz_batch_cnt to sum to the number of centres in center_xyz \(14\), but got 10",
             ),
             "negative_count": BadInput(
-                lambda r, s, x, c, n, m: (r, s, x, c, torch.tensor([31, -1, 25], dtype=n.dtype), m),
+                lambda r, s, x, c, n, m: (r, s, x, c, torch.tensor([31, -1, 25, 9], dtype=n.dtype), m),
                 r"xyz_batch_cnt must hold counts >= 0, but xyz_batch_cnt\[1\] = -1",
             ),
             "counts_on_cuda": BadInput(
