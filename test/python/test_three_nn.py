@@ -47,7 +47,7 @@ class _FeaturePropagation(torch.nn.Module):
     def forward(self, target: torch.Tensor, source: torch.Tensor):
         dist, idx = mmops.three_nn(target, source)
         recip = 1.0 / (dist + 1e-8)
-        return idx, recip / recip.sum(2, keepdim=True)
+        return idx, recip / recip.sum(2, keepdim=True), op(target * 2.0, source)[1]
 
 
 _Z = lambda *s, dtype=torch.float64: torch.zeros(*s, dtype=dtype)  # noqa: E731
