@@ -6,7 +6,6 @@
 #include "common/check_utils.h"
 #include "common/index_policy.h"
 
-#include <ATen/ops/aminmax.h>
 #include <c10/core/ScalarType.h>
 
 #include <limits>
@@ -55,10 +54,14 @@ void check_three_interpolate_indices(const at::Tensor& indices, int64_t m) {
   if (indices.numel() == 0 || !should_validate_indices(indices)) {
     return;
   }
-  const auto [lo, hi] = at::aminmax(indices);
-  const int64_t low = lo.item<int64_t>(), high = hi.item<int64_t>();
-  TORCH_CHECK(low >= 0 && high < m, kThreeInterpolateOp, "indices must lie in [0, M) with M = features.size(2) = ", m,
-              ", but they hold values from ", low, " to ", high);
+  const at::Tensor values = indices.to(at::kCPU).contiguous();
+  const int32_t* v = values.const_data_ptr<int32_t>();
+  const int64_t n = values.size(1);
+  for (int64_t e = 0; e < values.numel(); ++e) {
+    TORCH_CHECK(v[e] >= 0 && v[e] < m, kThreeInterpolateOp,
+                "indices must lie in [0, M) with M = features.size(2) = ", m, ", but indices[", e / (3 * n), ", ",
+                (e / 3) % n, ", ", e % 3, "] = ", v[e]);
+  }
 }
 
 } // namespace detail

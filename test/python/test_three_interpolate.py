@@ -96,10 +96,11 @@ CONFORMANCE = [
             ),
             "index_out_of_range": BadInput(
                 lambda f, i, w: (f, torch.where(i == i.max(), 7, i).int(), w),
-                r"indices must lie in \[0, M\) with M = features.size\(2\) = 7, but they hold values from \d+ to 7",
+                r"indices must lie in \[0, M\) with M = features.size\(2\) = 7, but indices\[\d+, \d+, \d+\] = 7",
             ),
             "negative_index": BadInput(
-                lambda f, i, w: (f, torch.full_like(i, -2), w), r"indices must lie in \[0, M\) .* values from -2 to -2"
+                lambda f, i, w: (f, torch.full_like(i, -2), w),
+                r"indices must lie in \[0, M\) .*, but indices\[0, 0, 0\] = -2",
             ),
             "indices_on_cuda": BadInput(
                 lambda f, i, w: (f, i.cuda(), w), "indices and weight on the device", cuda=True
