@@ -48,6 +48,8 @@ SMALL_RUNS = {
     # --- assign_score_withk, chamfer_distance ---
     "assign_score_withk": ["--cases", "small", "--distributions", "knn"],
     "chamfer_distance": ["--cases", "b2_256", "--distributions", "clustered"],
+    # --- neighbors (ball_query, knn, three_nn, three_interpolate) ---
+    "neighbors": ["--cases", "three_interpolate_fp", "--distributions", "scene"],
 }
 FIELDS = {"benchmark", "device", "op", "dtype", "case", "baseline", "times_ms", "ratios", "check"}
 

@@ -233,6 +233,20 @@ def _references():
         **_voxelization_references(),
         # --- assign_score_withk, chamfer_distance ---
         **_point_cloud_references(),
+        # --- neighbors / three_interpolate ---
+        **_neighbor_references(),
+    }
+
+
+def _neighbor_references():
+    import neighbors_reference as nr
+
+    return {
+        "mmops::ball_query": nr.ball_query_ref,
+        "mmops::stack_ball_query": nr.stack_ball_query_ref,
+        "mmops::knn": nr.knn_ref,
+        "mmops::three_nn": nr.three_nn_ref,
+        "mmops::three_interpolate": nr.three_interpolate_ref,
     }
 
 
@@ -302,6 +316,7 @@ REFERENCES = _references()
 N_OUTPUTS = {"mmops::soft_nms": 2}
 N_OUTPUTS.update({"mmops::hard_voxelize": 3, "mmops::dynamic_scatter": 2})  # --- voxelization ---
 N_OUTPUTS["mmops::chamfer_distance"] = 4  # distances and indices (--- chamfer_distance ---)
+N_OUTPUTS["mmops::three_nn"] = 2  # --- neighbors: dist and idx ---
 
 
 def _drawn_sample(op, size, seed, scale):

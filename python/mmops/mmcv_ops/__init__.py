@@ -47,6 +47,11 @@ _FUNCTION_ROUTES: List[Tuple[str, str, Any]] = [
     # --- assign_score_withk, chamfer_distance ---
     ("mmcv.ops.assign_score_withk", "AssignScoreWithK", _routes.assign_score_withk),
     ("mmcv.ops.chamfer_distance", "ChamferDistanceFunction", _routes.chamfer_distance),
+    # --- ball_query / knn / three_nn / three_interpolate ---
+    ("mmcv.ops.ball_query", "BallQuery", _routes.ball_query),
+    ("mmcv.ops.knn", "KNN", _routes.knn),
+    ("mmcv.ops.three_nn", "ThreeNN", _routes.three_nn),
+    ("mmcv.ops.three_interpolate", "ThreeInterpolate", _routes.three_interpolate),
 ]
 # (mmcv module, class, method, replacement)
 _METHOD_ROUTES: List[Tuple[str, str, str, Any]] = [

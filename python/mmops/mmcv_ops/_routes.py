@@ -260,6 +260,8 @@ def voxelization(
 def dynamic_scatter(feats: Tensor, coors: Tensor, reduce_type: str = "max") -> Any:
     """mmcv's _DynamicScatter.apply: (voxel_feats, voxel_coors)."""
     return torch.ops.mmops.dynamic_scatter(feats, coors, reduce_type)
+
+
 # --- assign_score_withk, chamfer_distance ---
 def assign_score_withk(
     scores: Tensor, point_features: Tensor, center_features: Tensor, knn_idx: Tensor, aggregate: str = "sum"
@@ -270,3 +272,10 @@ def assign_score_withk(
 def chamfer_distance(xyz1: Tensor, xyz2: Tensor) -> tuple[Tensor, Tensor, Tensor, Tensor]:
     dist1, dist2, idx1, idx2 = torch.ops.mmops.chamfer_distance(xyz1, xyz2)
     return dist1, dist2, idx1, idx2
+
+
+# --- ball_query / knn / three_nn / three_interpolate ---
+# mmops' wrappers take mmcv's Function.apply arguments as they are (ball_query: stacked
+# when both counts are given, else dense, as mmcv decides).
+from ..neighbors import ball_query, knn, three_nn  # noqa: E402, F401
+from ..three_interpolate import three_interpolate  # noqa: E402, F401

@@ -1,0 +1,190 @@
+// CUDA kernels of three_interpolate.
+//  - forward: one thread per output (b, c, n), n fastest (coalesced writes).
+//  - grad_features, deterministic without atomics: the (b, n, j) entries are
+//    grouped by source b * M + indices[b, n, j] with a stable sort (so every
+//    group lists its entries in (n, j) order, as the CPU sums them) and one
+//    thread per (b, c, m) sums its group in that order.
+//  - grad_weight: one thread per target (b, n) sums over the channels.
+// half/bfloat16 accumulate in float. 64-bit offsets; no host synchronisation.
+
+#include "three_interpolate/three_interpolate_kernels.h"
+#include "three_interpolate/three_interpolate_math.h"
+
+#include <ATen/Dispatch.h>
+#include <ATen/OpMathType.h>
+#include <ATen/ops/arange.h>
+#include <ATen/ops/argsort.h>
+#include <ATen/ops/empty.h>
+#include <ATen/ops/index_select.h>
+#include <ATen/ops/searchsorted.h>
+#include <ATen/ops/zeros.h>
+#include <c10/cuda/CUDAException.h>
+#include <c10/cuda/CUDAGuard.h>
+#include <c10/cuda/CUDAStream.h>
+
+#include <limits>
+
+namespace mmops {
+namespace kernels {
+namespace {
+
+using three_interpolate_math::valid_index;
+
+constexpr int kThreads = 256;
+
+unsigned blocks_for(int64_t work) {
+  const int64_t blocks = (work + kThreads - 1) / kThreads;
+  TORCH_CHECK(blocks <= std::numeric_limits<int32_t>::max(), "mmops::three_interpolate: ", work,
+              " outputs are more than one CUDA launch covers");
+  return static_cast<unsigned>(blocks);
+}
+
+template <typename scalar_t, typename acc_t>
+__global__ void forward_kernel(const scalar_t* __restrict__ features, const int32_t* __restrict__ indices,
+                               const scalar_t* __restrict__ weight, int64_t c, int64_t m, int64_t n, int64_t total,
+                               scalar_t* __restrict__ out) {
+  const int64_t i = int64_t(blockIdx.x) * kThreads + threadIdx.x;
+  if (i >= total) {
+    return;
+  }
+  const int64_t row = i / n, t = i % n, e = ((row / c) * n + t) * 3;
+  out[i] = static_cast<scalar_t>(
+      three_interpolate_math::interpolate3<acc_t>(features + row * m, m, indices + e, weight + e));
+}
+
+// grad_features[b, c, s] = sum over the group of source b * M + s (entries
+// order[starts[..]] .. in (n, j) order) of grad_output[b, c, n] * weight[e].
+template <typename scalar_t, typename acc_t>
+__global__ void grad_features_kernel(const scalar_t* __restrict__ grad_output, const scalar_t* __restrict__ weight,
+                                     const int64_t* __restrict__ order, const int64_t* __restrict__ starts, int64_t c,
+                                     int64_t m, int64_t n, int64_t total, scalar_t* __restrict__ grad_features) {
+  const int64_t i = int64_t(blockIdx.x) * kThreads + threadIdx.x;
+  if (i >= total) {
+    return;
+  }
+  const int64_t row = i / m, s = i % m, group = (row / c) * m + s;
+  const scalar_t* g = grad_output + row * n;
+  acc_t acc = acc_t(0);
+  for (int64_t p = starts[group]; p < starts[group + 1]; ++p) {
+    const int64_t e = order[p];
+    acc += host_device_math::mul_rn(static_cast<acc_t>(g[(e / 3) % n]), static_cast<acc_t>(weight[e]));
+  }
+  grad_features[i] = static_cast<scalar_t>(acc);
+}
+
+template <typename scalar_t, typename acc_t>
+__global__ void grad_weight_kernel(const scalar_t* __restrict__ grad_output, const scalar_t* __restrict__ features,
+                                   const int32_t* __restrict__ indices, int64_t c, int64_t m, int64_t n, int64_t total,
+                                   scalar_t* __restrict__ grad_weight) {
+  const int64_t i = int64_t(blockIdx.x) * kThreads + threadIdx.x; // target b * n + t
+  if (i >= total) {
+    return;
+  }
+  const int64_t b = i / n, t = i % n;
+  int32_t k[3];
+  acc_t acc[3];
+#pragma unroll
+  for (int j = 0; j < 3; ++j) {
+    k[j] = indices[i * 3 + j];
+    acc[j] = acc_t(0);
+  }
+  for (int64_t ch = 0; ch < c; ++ch) {
+    const int64_t row = b * c + ch;
+    const acc_t go = static_cast<acc_t>(grad_output[row * n + t]);
+#pragma unroll
+    for (int j = 0; j < 3; ++j) {
+      if (valid_index(k[j], m)) {
+        acc[j] += host_device_math::mul_rn(go, static_cast<acc_t>(features[row * m + k[j]]));
+      }
+    }
+  }
+#pragma unroll
+  for (int j = 0; j < 3; ++j) {
+    grad_weight[i * 3 + j] = static_cast<scalar_t>(acc[j]);
+  }
+}
+
+// keys[e] = b * M + indices[e] for entry e = (b, n, j) with a valid index,
+// B * M (after every source) for an invalid one.
+__global__ void source_keys_kernel(const int32_t* __restrict__ indices, int64_t per_batch, int64_t m, int64_t total,
+                                   int64_t* __restrict__ keys) {
+  const int64_t e = int64_t(blockIdx.x) * kThreads + threadIdx.x;
+  if (e < total) {
+    const int32_t k = indices[e];
+    keys[e] = valid_index(k, m) ? (e / per_batch) * m + k : (total / per_batch) * m;
+  }
+}
+
+// The entries grouped by source: `order` lists the flat entry indices by key
+// (stable: (n, j) order within a group) and group g holds
+// order[starts[g], starts[g + 1]).
+std::tuple<at::Tensor, at::Tensor> group_by_source(const at::Tensor& idx, int64_t b, int64_t m, cudaStream_t stream) {
+  const int64_t total = idx.numel();
+  const at::Tensor keys = at::empty({total}, idx.options().dtype(at::kLong));
+  source_keys_kernel<<<blocks_for(total), kThreads, 0, stream>>>(idx.const_data_ptr<int32_t>(), total / b, m, total,
+                                                                 keys.mutable_data_ptr<int64_t>());
+  C10_CUDA_KERNEL_LAUNCH_CHECK();
+  const at::Tensor order = at::argsort(keys, /*stable=*/true);
+  const at::Tensor starts = at::searchsorted(keys.index_select(0, order), at::arange(b * m + 1, keys.options()));
+  return {order, starts};
+}
+
+} // namespace
+
+at::Tensor three_interpolate_forward_cuda(const at::Tensor& features, const at::Tensor& indices,
+                                          const at::Tensor& weight) {
+  const c10::cuda::CUDAGuard guard(features.device());
+  const at::Tensor f = features.contiguous();
+  const at::Tensor idx = indices.contiguous();
+  const at::Tensor w = weight.contiguous();
+  const int64_t b = f.size(0), c = f.size(1), m = f.size(2), n = idx.size(1);
+  at::Tensor out = at::empty({b, c, n}, f.options());
+  if (out.numel() == 0) {
+    return out;
+  }
+  cudaStream_t stream = c10::cuda::getCurrentCUDAStream();
+  AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, f.scalar_type(), "mmops::three_interpolate (CUDA)", [&] {
+    using acc_t = at::opmath_type<scalar_t>;
+    forward_kernel<scalar_t, acc_t><<<blocks_for(out.numel()), kThreads, 0, stream>>>(
+        f.const_data_ptr<scalar_t>(), idx.const_data_ptr<int32_t>(), w.const_data_ptr<scalar_t>(), c, m, n, out.numel(),
+        out.mutable_data_ptr<scalar_t>());
+    C10_CUDA_KERNEL_LAUNCH_CHECK();
+  });
+  return out;
+}
+
+std::tuple<at::Tensor, at::Tensor> three_interpolate_backward_cuda(const at::Tensor& grad_output,
+                                                                   const at::Tensor& features,
+                                                                   const at::Tensor& indices,
+                                                                   const at::Tensor& weight) {
+  const c10::cuda::CUDAGuard guard(features.device());
+  const at::Tensor g = grad_output.contiguous();
+  const at::Tensor f = features.contiguous();
+  const at::Tensor idx = indices.contiguous();
+  const at::Tensor w = weight.contiguous();
+  const int64_t b = f.size(0), c = f.size(1), m = f.size(2), n = idx.size(1);
+  // no targets (n == 0): nothing reaches the features
+  at::Tensor grad_features = n == 0 ? at::zeros({b, c, m}, f.options()) : at::empty({b, c, m}, f.options());
+  at::Tensor grad_weight = at::empty({b, n, 3}, w.options());
+  cudaStream_t stream = c10::cuda::getCurrentCUDAStream();
+  AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, f.scalar_type(), "mmops::three_interpolate (CUDA)", [&] {
+    using acc_t = at::opmath_type<scalar_t>;
+    if (grad_features.numel() > 0 && n > 0) {
+      const auto [order, starts] = group_by_source(idx, b, m, stream);
+      grad_features_kernel<scalar_t, acc_t><<<blocks_for(grad_features.numel()), kThreads, 0, stream>>>(
+          g.const_data_ptr<scalar_t>(), w.const_data_ptr<scalar_t>(), order.const_data_ptr<int64_t>(),
+          starts.const_data_ptr<int64_t>(), c, m, n, grad_features.numel(), grad_features.mutable_data_ptr<scalar_t>());
+      C10_CUDA_KERNEL_LAUNCH_CHECK();
+    }
+    if (grad_weight.numel() > 0) {
+      grad_weight_kernel<scalar_t, acc_t><<<blocks_for(b * n), kThreads, 0, stream>>>(
+          g.const_data_ptr<scalar_t>(), f.const_data_ptr<scalar_t>(), idx.const_data_ptr<int32_t>(), c, m, n, b * n,
+          grad_weight.mutable_data_ptr<scalar_t>());
+      C10_CUDA_KERNEL_LAUNCH_CHECK();
+    }
+  });
+  return {grad_features, grad_weight};
+}
+
+} // namespace kernels
+} // namespace mmops
