@@ -271,3 +271,22 @@ def test_cuda_graph_capture_and_empty():
     graph.replay()
     assert torch.equal(out.cpu(), fps(xyz.cpu(), 16))
     assert fps(xyz[:0], 4).shape == (0, 4) and fps(xyz, 0).shape == (2, 0)
+
+
+# ----------------------------------------------------------------------------- mmcv bridge
+
+
+def test_mmcv_bridge():
+    pytest.importorskip("mmengine", reason="mmengine is not installed")
+    pytest.importorskip("mmcv", reason="mmcv-lite is not installed")
+    import mmops.mmcv_ops  # noqa: F401
+
+    ops = pytest.importorskip("mmcv.ops", reason="mmcv.ops does not import")
+    xyz = torch.tensor(MMCV_XYZ)
+    expected = torch.tensor(MMCV_EXPECTED, dtype=torch.int32)
+    assert torch.equal(ops.furthest_point_sample(xyz, 3), expected)
+    assert torch.equal(ops.furthest_point_sample_with_dist(square_matrix(xyz), 3), expected)
+    # mmcv's own PointsSampler (its module-level furthest_point_sample is routed too)
+    feats = torch.randn(2, 4, 5)
+    assert torch.equal(ops.PointsSampler([3])(xyz, feats), expected)
+    assert torch.equal(ops.PointsSampler([3], ["FS"])(xyz, feats), mmops.PointsSampler([3], ["FS"])(xyz, feats))

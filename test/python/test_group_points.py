@@ -409,3 +409,23 @@ def test_cuda_backward_deterministic_bitwise():
     fc = f.detach().cpu().requires_grad_(True)
     (gc,) = torch.autograd.grad(group(fc, idx.cpu()), fc, go.cpu())
     assert torch.equal(runs[0].cpu(), gc)  # the same order of additions as the CPU kernel
+
+
+# ----------------------------------------------------------------------------- mmcv bridge
+
+
+def test_mmcv_bridge():
+    pytest.importorskip("mmengine", reason="mmengine is not installed")
+    pytest.importorskip("mmcv", reason="mmcv-lite is not installed")
+    import mmops.mmcv_ops  # noqa: F401
+
+    ops = pytest.importorskip("mmcv.ops", reason="mmcv.ops does not import")
+    f = random_features((2, 3, 9), torch.float32).requires_grad_(True)
+    idx = random_indices((2, 4, 5), 9)
+    out = ops.grouping_operation(f, idx)
+    assert torch.equal(out, group(f, idx)) and out.requires_grad
+    assert torch.equal(ops.gather_points(f, idx[:, :, 0]), gather(f, idx[:, :, 0]))
+    sf, fc, sidx, ic = stacked_inputs([4, 5], [2, 3], 3, 4, torch.float32)
+    assert torch.equal(ops.grouping_operation(sf, sidx, fc, ic), stack(sf, fc, sidx, ic))
+    assert torch.equal(ops.GroupAll()(f.detach().transpose(1, 2)[..., :3], None), mmops.GroupAll()(
+        f.detach().transpose(1, 2)[..., :3], None))

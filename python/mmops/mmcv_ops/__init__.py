@@ -41,6 +41,11 @@ _FUNCTION_ROUTES: List[Tuple[str, str, Any]] = [
     # --- rotated_feature_align, active_rotated_filter ---
     ("mmcv.ops.rotated_feature_align", "RotatedFeatureAlignFunction", _routes.rotated_feature_align),
     ("mmcv.ops.active_rotated_filter", "ActiveRotatedFilterFunction", _routes.active_rotated_filter),
+    # --- furthest_point_sample, gather_points, group_points ---
+    ("mmcv.ops.furthest_point_sample", "FurthestPointSampling", _routes.furthest_point_sample),
+    ("mmcv.ops.furthest_point_sample", "FurthestPointSamplingWithDist", _routes.furthest_point_sample_with_dist),
+    ("mmcv.ops.gather_points", "GatherPoints", _routes.gather_points),
+    ("mmcv.ops.group_points", "GroupingOperation", _routes.grouping_operation),
 ]
 # (mmcv module, class, method, replacement)
 _METHOD_ROUTES: List[Tuple[str, str, str, Any]] = [

@@ -239,3 +239,27 @@ def diff_iou_rotated_3d(box3d1: Tensor, box3d2: Tensor) -> Tensor:
     from mmops.diff_iou_rotated import diff_iou_rotated_3d as run
 
     return run(box3d1, box3d2)
+
+
+# --- furthest_point_sample, gather_points, group_points ---
+def furthest_point_sample(points_xyz: Tensor, num_points: int) -> Tensor:
+    return torch.ops.mmops.furthest_point_sample(points_xyz, int(num_points))
+
+
+def furthest_point_sample_with_dist(points_dist: Tensor, num_points: int) -> Tensor:
+    return torch.ops.mmops.furthest_point_sample_with_dist(points_dist, int(num_points))
+
+
+def gather_points(features: Tensor, indices: Tensor) -> Tensor:
+    return torch.ops.mmops.gather_points(features, indices)
+
+
+def grouping_operation(
+    features: Tensor,
+    indices: Tensor,
+    features_batch_cnt: Optional[Tensor] = None,
+    indices_batch_cnt: Optional[Tensor] = None,
+) -> Tensor:
+    from mmops.group_points import grouping_operation as run
+
+    return run(features, indices, features_batch_cnt, indices_batch_cnt)
