@@ -43,6 +43,9 @@ SMALL_RUNS = {
     "roi_align_rotated": ["--cases", "rotated_uniform", "--layouts", "contiguous", "--ratios", "2"],
     # --- diff_iou_rotated ---
     "diff_iou_rotated": ["--cases", "diff_iou_rotated_2d", "--distributions", "overlap"],
+    # --- furthest_point_sample, group_points ---
+    "furthest_point_sample": ["--cases", "cpu_2x2048_256", "--distributions", "uniform"],
+    "group_points": ["--cases", "cpu_2x1024_c16_256x16", "--distributions", "ball"],
 }
 FIELDS = {"benchmark", "device", "op", "dtype", "case", "baseline", "times_ms", "ratios", "check"}
 
