@@ -42,16 +42,21 @@ def calc_square_dist(point_feat_a: Tensor, point_feat_b: Tensor, norm: bool = Tr
     return dist / point_feat_a.shape[-1] if norm else torch.square(dist)
 
 
+def _ffps(points: Tensor, features: Optional[Tensor], npoint: int) -> Tensor:
+    """mmcv's F-FPS: FPS on the squared distances of (xyz, features) together."""
+    if features is None:
+        raise ValueError("mmops: the F-FPS and FS samplers need features")
+    joint = torch.cat([points, features.transpose(1, 2)], dim=2)
+    return furthest_point_sample_with_dist(calc_square_dist(joint, joint, norm=False), npoint)
+
+
 def _sample(mode: str, points: Tensor, features: Optional[Tensor], npoint: int) -> Tensor:
-    """One sampler of PointsSampler: mmcv's D-FPS, F-FPS or FS."""
+    """One sampler of PointsSampler: mmcv's D-FPS, F-FPS or FS (F-FPS indices, then D-FPS ones)."""
     if mode == "D-FPS":
         return furthest_point_sample(points, npoint)
-    if features is None:
-        raise ValueError(f"mmops: the {mode} sampler needs features")
     if mode == "F-FPS":
-        joint = torch.cat([points, features.transpose(1, 2)], dim=2)
-        return furthest_point_sample_with_dist(calc_square_dist(joint, joint, norm=False), npoint)
-    return torch.cat([_sample("F-FPS", points, features, npoint), _sample("D-FPS", points, features, npoint)], dim=1)
+        return _ffps(points, features, npoint)
+    return torch.cat([_ffps(points, features, npoint), furthest_point_sample(points, npoint)], dim=1)
 
 
 class DFPSSampler(nn.Module):

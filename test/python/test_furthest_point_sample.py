@@ -240,7 +240,7 @@ def test_points_sampler_modes():
     assert torch.equal(mmops.PointsSampler([5])(xyz.half(), None), fps(xyz.half().float(), 5))
     with pytest.raises(KeyError, match="supported sampler types"):
         mmops.PointsSampler([5], ["X"])
-    with pytest.raises(ValueError, match="needs features"):
+    with pytest.raises(ValueError, match="need features"):
         mmops.PointsSampler([5], ["F-FPS"])(xyz, None)
 
 
