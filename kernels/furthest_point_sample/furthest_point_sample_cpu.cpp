@@ -69,8 +69,8 @@ at::Tensor furthest_point_sample_cpu(const at::Tensor& points_xyz, int64_t num_p
                                       const scalar_t* q = p + b * n * 3;
                                       return [q](int32_t i, int64_t k) {
                                         const auto c = [q](int64_t at) { return static_cast<acc_t>(q[at]); };
-                                        return fps_math::square_distance(c(3 * i), c(3 * i + 1), c(3 * i + 2),
-                                                                         c(3 * k), c(3 * k + 1), c(3 * k + 2));
+                                        return fps_math::square_distance(c(3 * i), c(3 * i + 1), c(3 * i + 2), c(3 * k),
+                                                                         c(3 * k + 1), c(3 * k + 2));
                                       };
                                     });
                                   });

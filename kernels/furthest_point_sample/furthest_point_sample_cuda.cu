@@ -199,10 +199,11 @@ at::Tensor sample(const at::Tensor& input, int64_t num_points, const char* name)
   }
   TORCH_CHECK(batch <= std::numeric_limits<int32_t>::max(), name, "a batch of ", batch,
               " is more than one CUDA launch covers");
-  AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, data.scalar_type(), "mmops::furthest_point_sample (CUDA)", [&] {
-    using acc_t = at::opmath_type<scalar_t>;
-    launch<acc_t>(Distance<scalar_t, acc_t>{data.const_data_ptr<scalar_t>(), n, {}}, batch, n, num_points, out);
-  });
+  AT_DISPATCH_FLOATING_TYPES_AND2(
+      at::kHalf, at::kBFloat16, data.scalar_type(), "mmops::furthest_point_sample (CUDA)", [&] {
+        using acc_t = at::opmath_type<scalar_t>;
+        launch<acc_t>(Distance<scalar_t, acc_t>{data.const_data_ptr<scalar_t>(), n, {}}, batch, n, num_points, out);
+      });
   return out;
 }
 

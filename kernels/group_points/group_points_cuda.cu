@@ -83,8 +83,7 @@ __global__ void __launch_bounds__(kThreads)
 }
 
 // Blocks for batch x positions x channels, checked against the launch limit.
-int64_t grid_of(const char* what, int64_t batch, int64_t positions, int64_t channels, int64_t& tiles,
-                int64_t& chunks) {
+int64_t grid_of(const char* what, int64_t batch, int64_t positions, int64_t channels, int64_t& tiles, int64_t& chunks) {
   tiles = (positions + kThreads - 1) / kThreads;
   chunks = (channels + kChannelsPerThread - 1) / kChannelsPerThread;
   const int64_t blocks = batch * tiles * chunks;
@@ -107,15 +106,12 @@ at::Tensor gather_points_forward_cuda(const at::Tensor& features_, const at::Ten
   }
   int64_t tiles = 0, chunks = 0;
   const int64_t blocks = grid_of("mmops::gather_points: ", batch, k_count, channels, tiles, chunks);
-  AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, features.scalar_type(), "mmops::gather_points (CUDA)",
-                                  [&] {
-                                    gather_forward_kernel<scalar_t>
-                                        <<<static_cast<unsigned>(blocks), kThreads, 0,
-                                           c10::cuda::getCurrentCUDAStream()>>>(
-                                            features.const_data_ptr<scalar_t>(), indices.const_data_ptr<int32_t>(),
-                                            channels, n, k_count, tiles, chunks, out.mutable_data_ptr<scalar_t>());
-                                    C10_CUDA_KERNEL_LAUNCH_CHECK();
-                                  });
+  AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, features.scalar_type(), "mmops::gather_points (CUDA)", [&] {
+    gather_forward_kernel<scalar_t><<<static_cast<unsigned>(blocks), kThreads, 0, c10::cuda::getCurrentCUDAStream()>>>(
+        features.const_data_ptr<scalar_t>(), indices.const_data_ptr<int32_t>(), channels, n, k_count, tiles, chunks,
+        out.mutable_data_ptr<scalar_t>());
+    C10_CUDA_KERNEL_LAUNCH_CHECK();
+  });
   return out;
 }
 

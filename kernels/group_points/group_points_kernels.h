@@ -37,8 +37,7 @@ at::Tensor gather_points_backward_cuda(const at::Tensor& grad_output, const at::
 at::Tensor stack_group_points_forward_cuda(const at::Tensor& features, const at::Tensor& features_batch_cnt,
                                            const at::Tensor& indices, const at::Tensor& indices_batch_cnt);
 at::Tensor stack_group_points_backward_cuda(const at::Tensor& grad_output, const at::Tensor& features_batch_cnt,
-                                            const at::Tensor& indices, const at::Tensor& indices_batch_cnt,
-                                            int64_t n);
+                                            const at::Tensor& indices, const at::Tensor& indices_batch_cnt, int64_t n);
 #endif
 
 } // namespace kernels

@@ -68,8 +68,7 @@ at::Tensor stack_group_points_forward_cpu(const at::Tensor& features, const at::
 }
 
 at::Tensor stack_group_points_backward_cpu(const at::Tensor& grad_output, const at::Tensor& features_batch_cnt,
-                                           const at::Tensor& indices, const at::Tensor& indices_batch_cnt,
-                                           int64_t n) {
+                                           const at::Tensor& indices, const at::Tensor& indices_batch_cnt, int64_t n) {
   return stack_backward<gather_points_backward_cpu>(grad_output, features_batch_cnt, indices, indices_batch_cnt, n);
 }
 
@@ -80,8 +79,7 @@ at::Tensor stack_group_points_forward_cuda(const at::Tensor& features, const at:
 }
 
 at::Tensor stack_group_points_backward_cuda(const at::Tensor& grad_output, const at::Tensor& features_batch_cnt,
-                                            const at::Tensor& indices, const at::Tensor& indices_batch_cnt,
-                                            int64_t n) {
+                                            const at::Tensor& indices, const at::Tensor& indices_batch_cnt, int64_t n) {
   return stack_backward<gather_points_backward_cuda>(grad_output, features_batch_cnt, indices, indices_batch_cnt, n);
 }
 #endif

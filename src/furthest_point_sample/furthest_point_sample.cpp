@@ -46,7 +46,7 @@ at::Tensor furthest_point_sample_with_dist(const at::Tensor& points_dist, int64_
 
 } // namespace mmops
 
-#define MMOPS_FURTHEST_POINT_SAMPLE_ENTRIES(m, device)                                     \
+#define MMOPS_FURTHEST_POINT_SAMPLE_ENTRIES(m, device)                                  \
   m.impl("furthest_point_sample", &fps_entry<kernels::furthest_point_sample_##device>); \
   m.impl("furthest_point_sample_with_dist", &with_dist_entry<kernels::furthest_point_sample_with_dist_##device>);
 

@@ -23,8 +23,8 @@ void check_common(const char* op, const char* name, const at::Tensor& data, cons
                   "expected num_points < 2^31 (the indices are int32), but got ", num_points);
   TORCH_SYM_CHECK(data.sym_size(1).sym_le(std::numeric_limits<int32_t>::max()), op, "expected N < 2^31 points in ",
                   name, " (the indices are int32), but got N = ", data.sym_size(1));
-  TORCH_SYM_CHECK(data.sym_size(1).sym_gt(0).sym_or(num_points.sym_eq(0)), op, "expected num_points == 0 when ",
-                  name, " holds no points (N == 0), but got num_points = ", num_points);
+  TORCH_SYM_CHECK(data.sym_size(1).sym_gt(0).sym_or(num_points.sym_eq(0)), op, "expected num_points == 0 when ", name,
+                  " holds no points (N == 0), but got num_points = ", num_points);
 }
 
 } // namespace

@@ -60,8 +60,7 @@ at::Tensor group_entry(const at::Tensor& features, const at::Tensor& indices) {
   detail::check_group_points_forward(features, indices);
   apply_index_policy(kGroupPointsOp, indices, features.size(2));
   const int64_t batch = indices.size(0), npoint = indices.size(1), nsample = indices.size(2);
-  return Gather(features, indices.reshape({batch, npoint * nsample}))
-      .view({batch, features.size(1), npoint, nsample});
+  return Gather(features, indices.reshape({batch, npoint * nsample})).view({batch, features.size(1), npoint, nsample});
 }
 
 template <auto GatherBackward>
@@ -115,12 +114,12 @@ at::Tensor stack_group_points(const at::Tensor& features, const at::Tensor& feat
 
 } // namespace mmops
 
-#define MMOPS_GROUP_POINTS_ENTRIES(m, device)                                                                 \
-  m.impl("gather_points", &gather_entry<kernels::gather_points_forward_##device>);                            \
-  m.impl("_gather_points_backward", &gather_backward_entry<kernels::gather_points_backward_##device>);        \
-  m.impl("group_points", &group_entry<kernels::gather_points_forward_##device>);                              \
-  m.impl("_group_points_backward", &group_backward_entry<kernels::gather_points_backward_##device>);          \
-  m.impl("stack_group_points", &stack_entry<kernels::stack_group_points_forward_##device>);                   \
+#define MMOPS_GROUP_POINTS_ENTRIES(m, device)                                                          \
+  m.impl("gather_points", &gather_entry<kernels::gather_points_forward_##device>);                     \
+  m.impl("_gather_points_backward", &gather_backward_entry<kernels::gather_points_backward_##device>); \
+  m.impl("group_points", &group_entry<kernels::gather_points_forward_##device>);                       \
+  m.impl("_group_points_backward", &group_backward_entry<kernels::gather_points_backward_##device>);   \
+  m.impl("stack_group_points", &stack_entry<kernels::stack_group_points_forward_##device>);            \
   m.impl("_stack_group_points_backward", &stack_backward_entry<kernels::stack_group_points_backward_##device>);
 
 MMOPS_REGISTER_DEVICE_ENTRIES(MMOPS_GROUP_POINTS_ENTRIES)

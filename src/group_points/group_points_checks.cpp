@@ -44,8 +44,8 @@ void check_batched(const char* op, const char* name, const at::Tensor& data, con
   TORCH_CHECK(indices.dim() == index_dim, op, "expected indices to be a ", index_dim, "-D tensor ", index_shape,
               ", but got shape ", shape_of(indices));
   check_int32(op, "indices", indices, data);
-  TORCH_SYM_CHECK(indices.sym_size(0).sym_eq(data.sym_size(0)), op, "expected indices to have the batch size of ",
-                  name, " (", data.sym_size(0), "), but got shape ", shape_of(indices));
+  TORCH_SYM_CHECK(indices.sym_size(0).sym_eq(data.sym_size(0)), op, "expected indices to have the batch size of ", name,
+                  " (", data.sym_size(0), "), but got shape ", shape_of(indices));
 }
 
 void check_counts(const char* name, const at::Tensor& counts, const at::Tensor& data) {
@@ -90,10 +90,10 @@ void check_group_points_forward(const at::Tensor& features, const at::Tensor& in
 void check_group_points_backward(const at::Tensor& grad_output, const at::Tensor& indices, const c10::SymInt& n) {
   check_batched(kGroupPointsOp, "grad_output", grad_output, indices, 4, 3, "[B, C, npoint, nsample]",
                 "[B, npoint, nsample]");
-  TORCH_SYM_CHECK(grad_output.sym_size(2).sym_eq(indices.sym_size(1)).sym_and(
-                      grad_output.sym_size(3).sym_eq(indices.sym_size(2))),
-                  kGroupPointsOp, "expected grad_output of shape [B, C, ", indices.sym_size(1), ", ",
-                  indices.sym_size(2), "], but got shape ", shape_of(grad_output));
+  TORCH_SYM_CHECK(
+      grad_output.sym_size(2).sym_eq(indices.sym_size(1)).sym_and(grad_output.sym_size(3).sym_eq(indices.sym_size(2))),
+      kGroupPointsOp, "expected grad_output of shape [B, C, ", indices.sym_size(1), ", ", indices.sym_size(2),
+      "], but got shape ", shape_of(grad_output));
   check_point_count(kGroupPointsOp, "n", n);
 }
 
@@ -111,10 +111,10 @@ void check_stack_group_points_backward(const at::Tensor& grad_output, const at::
   TORCH_CHECK(grad_output.dim() == 3, kStackGroupPointsOp,
               "expected grad_output to be a 3-D tensor [M, C, nsample], but got shape ", shape_of(grad_output));
   check_stacked(grad_output, "grad_output", features_batch_cnt, indices, indices_batch_cnt);
-  TORCH_SYM_CHECK(grad_output.sym_size(0).sym_eq(indices.sym_size(0)).sym_and(
-                      grad_output.sym_size(2).sym_eq(indices.sym_size(1))),
-                  kStackGroupPointsOp, "expected grad_output of shape [", indices.sym_size(0), ", C, ",
-                  indices.sym_size(1), "], but got shape ", shape_of(grad_output));
+  TORCH_SYM_CHECK(
+      grad_output.sym_size(0).sym_eq(indices.sym_size(0)).sym_and(grad_output.sym_size(2).sym_eq(indices.sym_size(1))),
+      kStackGroupPointsOp, "expected grad_output of shape [", indices.sym_size(0), ", C, ", indices.sym_size(1),
+      "], but got shape ", shape_of(grad_output));
   check_point_count(kStackGroupPointsOp, "n", n);
 }
 
@@ -124,8 +124,8 @@ void check_point_indices(const char* op, const at::Tensor& indices, int64_t n) {
   }
   const auto [lo, hi] = at::aminmax(indices);
   const int64_t min = lo.item<int32_t>(), max = hi.item<int32_t>();
-  TORCH_CHECK(min >= 0 && max < n, op, "expected every value of indices in [0, ", n, ") (N points), but got values in [",
-              min, ", ", max, "]");
+  TORCH_CHECK(min >= 0 && max < n, op, "expected every value of indices in [0, ", n,
+              ") (N points), but got values in [", min, ", ", max, "]");
 }
 
 void check_stacked_indices(const at::Tensor& features_batch_cnt, const at::Tensor& indices,
@@ -137,8 +137,8 @@ void check_stacked_indices(const at::Tensor& features_batch_cnt, const at::Tenso
   const int32_t* ic = icnt.const_data_ptr<int32_t>();
   int64_t features = 0, rows = 0;
   for (int64_t b = 0; b < fcnt.numel(); ++b) {
-    TORCH_CHECK(fc[b] >= 0 && ic[b] >= 0, op, "expected counts >= 0, but batch ", b, " has features_batch_cnt ",
-                fc[b], " and indices_batch_cnt ", ic[b]);
+    TORCH_CHECK(fc[b] >= 0 && ic[b] >= 0, op, "expected counts >= 0, but batch ", b, " has features_batch_cnt ", fc[b],
+                " and indices_batch_cnt ", ic[b]);
     features += fc[b];
     rows += ic[b];
   }

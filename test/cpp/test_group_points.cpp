@@ -95,15 +95,15 @@ TEST(GroupPoints, CudaMatchesCpu) {
 }
 
 // The public C++ API on the calls the conformance cases recorded (test_torchscript.cpp).
-const mmops_test::CppApiEntry gather_points_api{"mmops::gather_points", [](const mmops_test::ApiArgs& a) {
-                                                  return mmops_test::ApiOutputs{
-                                                      mmops::gather_points(a[0].toTensor(), a[1].toTensor())};
-                                                }};
+const mmops_test::CppApiEntry gather_points_api{
+    "mmops::gather_points", [](const mmops_test::ApiArgs& a) {
+      return mmops_test::ApiOutputs{mmops::gather_points(a[0].toTensor(), a[1].toTensor())};
+    }};
 
-const mmops_test::CppApiEntry group_points_api{"mmops::group_points", [](const mmops_test::ApiArgs& a) {
-                                                 return mmops_test::ApiOutputs{
-                                                     mmops::group_points(a[0].toTensor(), a[1].toTensor())};
-                                               }};
+const mmops_test::CppApiEntry group_points_api{
+    "mmops::group_points", [](const mmops_test::ApiArgs& a) {
+      return mmops_test::ApiOutputs{mmops::group_points(a[0].toTensor(), a[1].toTensor())};
+    }};
 
 const mmops_test::CppApiEntry stack_group_points_api{
     "mmops::stack_group_points", [](const mmops_test::ApiArgs& a) {

@@ -181,7 +181,9 @@ def _batched_bad(op_name, idx_rank):
         "batch_mismatch": BadInput(lambda f, i: (f[:1], i), msg + "indices to have the batch size", meta=True),
         "index_n": BadInput(lambda f, i: (f, i.clone().fill_(f.shape[2])), msg + r"every value of indices in \[0, "),
         "index_negative": BadInput(lambda f, i: (f, i.clone().fill_(-1)), msg + r"but got values in \[-1, -1\]"),
-        "indices_on_cpu": BadInput(lambda f, i: (f.cuda(), i), msg + "indices on the device of the features", cuda=True),
+        "indices_on_cpu": BadInput(
+            lambda f, i: (f.cuda(), i), msg + "indices on the device of the features", cuda=True
+        ),
     }
 
 
@@ -241,7 +243,9 @@ CONFORMANCE = [
             "int64_counts": BadInput(
                 lambda *a: _with(a, 1, a[1].long()), _SMSG + "features_batch_cnt to be int32", meta=True
             ),
-            "counts_2d": BadInput(lambda *a: _with(a, 3, a[3][None]), _SMSG + "indices_batch_cnt to be a 1-D", meta=True),
+            "counts_2d": BadInput(
+                lambda *a: _with(a, 3, a[3][None]), _SMSG + "indices_batch_cnt to be a 1-D", meta=True
+            ),
             "batch_sizes_differ": BadInput(
                 lambda *a: _with(a, 3, a[3][:1]), _SMSG + "of one batch size, but got", meta=True
             ),
@@ -427,5 +431,7 @@ def test_mmcv_bridge():
     assert torch.equal(ops.gather_points(f, idx[:, :, 0]), gather(f, idx[:, :, 0]))
     sf, fc, sidx, ic = stacked_inputs([4, 5], [2, 3], 3, 4, torch.float32)
     assert torch.equal(ops.grouping_operation(sf, sidx, fc, ic), stack(sf, fc, sidx, ic))
-    assert torch.equal(ops.GroupAll()(f.detach().transpose(1, 2)[..., :3], None), mmops.GroupAll()(
-        f.detach().transpose(1, 2)[..., :3], None))
+    assert torch.equal(
+        ops.GroupAll()(f.detach().transpose(1, 2)[..., :3], None),
+        mmops.GroupAll()(f.detach().transpose(1, 2)[..., :3], None),
+    )
