@@ -194,50 +194,56 @@ def _with(args, position, value):
 
 
 _SMSG = "mmops::stack_group_points: .*"
+
+
+def _case(name, op, sample, empty, module, helpers, cuda_make, **kw):
+    """A case of the three ops: float64 CPU tests, exact CUDA == CPU in every dtype."""
+    return ConformanceCase(
+        name,
+        op,
+        sample,
+        dtype=torch.float64,
+        dtypes=DTYPES,
+        grad_args=(0,),
+        empty=empty,
+        module=module,
+        helpers=helpers,
+        cuda_samples=_cuda_samples(cuda_make),
+        cuda_tol=lambda *_: dict(rtol=0, atol=0),
+        nonzero_grads=True,
+        **kw,
+    )
+
+
 CONFORMANCE = [
-    ConformanceCase(
+    _case(
         "gather_points",
         gather,
         _gather_sample,
-        dtype=torch.float64,
-        dtypes=DTYPES,
-        grad_args=(0,),
-        empty=_gather_empty,
-        module=_GatherNet,
-        helpers=_gather_helpers,
-        cuda_samples=_cuda_samples(_gather_cuda),
-        cuda_tol=lambda *_: dict(rtol=0, atol=0),
-        nonzero_grads=True,
+        _gather_empty,
+        _GatherNet,
+        _gather_helpers,
+        _gather_cuda,
         bad_inputs=_batched_bad("gather_points", 2),
     ),
-    ConformanceCase(
+    _case(
         "group_points",
         group,
         _group_sample,
-        dtype=torch.float64,
-        dtypes=DTYPES,
-        grad_args=(0,),
-        empty=_group_empty,
-        module=_GroupNet,
-        helpers=_group_helpers,
-        cuda_samples=_cuda_samples(_group_cuda),
-        cuda_tol=lambda *_: dict(rtol=0, atol=0),
-        nonzero_grads=True,
+        _group_empty,
+        _GroupNet,
+        _group_helpers,
+        _group_cuda,
         bad_inputs=_batched_bad("group_points", 3),
     ),
-    ConformanceCase(
+    _case(
         "stack_group_points",
         stack,
         _stack_sample,
-        dtype=torch.float64,
-        dtypes=DTYPES,
-        grad_args=(0,),
-        empty=_stack_empty,
-        module=_StackNet,
-        helpers=_stack_helpers,
-        cuda_samples=_cuda_samples(_stack_cuda),
-        cuda_tol=lambda *_: dict(rtol=0, atol=0),
-        nonzero_grads=True,
+        _stack_empty,
+        _StackNet,
+        _stack_helpers,
+        _stack_cuda,
         bad_inputs={
             "features_3d": BadInput(lambda *a: _with(a, 0, a[0][None]), _SMSG + "features to be a 2-D", meta=True),
             "int64_counts": BadInput(

@@ -254,12 +254,8 @@ def gather_points(features: Tensor, indices: Tensor) -> Tensor:
     return torch.ops.mmops.gather_points(features, indices)
 
 
-def grouping_operation(
-    features: Tensor,
-    indices: Tensor,
-    features_batch_cnt: Optional[Tensor] = None,
-    indices_batch_cnt: Optional[Tensor] = None,
-) -> Tensor:
+def grouping_operation(*args: Any) -> Tensor:
+    """mmcv's GroupingOperation.apply (features, indices[, features_batch_cnt, indices_batch_cnt])."""
     from mmops.group_points import grouping_operation as run
 
-    return run(features, indices, features_batch_cnt, indices_batch_cnt)
+    return run(*args)
