@@ -120,6 +120,7 @@ CONFORMANCE = [
         cuda_tol=lambda *_: dict(rtol=0, atol=0),
         bad_inputs={
             **{k: v for k, v in _bad("furthest_point_sample_with_dist", "").items() if k != "wrong_shape"},
+            "no_points": BadInput(lambda x, m: (x[:, :0, :0], 2), "num_points == 0 when"),
             "not_square": BadInput(
                 lambda x, m: (x[:, :, 1:], m), r"points_dist to be a 3-D tensor of shape \[B, N, N\]", meta=True
             ),
