@@ -230,6 +230,7 @@ def _references():
         # --- box_iou_rotated / nms_rotated ---
         **_rotated_references(),
         **_rotated_feature_references(),
+        **_point_sampling_references(),
     }
 
 
@@ -258,6 +259,20 @@ def _rotated_feature_references():
         "mmops::points_in_polygons": lambda pts, quads: pairwise(
             lambda p, q: float(pip.exact_side(p, q) > 0), pts, quads
         ),
+    }
+
+
+# --- furthest_point_sample, group_points ---
+def _point_sampling_references():
+    import test_group_points as gp
+    from furthest_point_sample_reference import fps_dist_reference, fps_xyz_reference
+
+    return {
+        "mmops::furthest_point_sample": fps_xyz_reference,
+        "mmops::furthest_point_sample_with_dist": fps_dist_reference,
+        "mmops::gather_points": lambda f, idx: gp.gather_ref(f, idx)[0],
+        "mmops::group_points": lambda f, idx: gp.gather_ref(f, idx)[0],
+        "mmops::stack_group_points": lambda f, fc, idx, ic: gp.stack_ref(f, fc, idx, ic)[0],
     }
 
 
