@@ -31,9 +31,10 @@ class PointGatherFunction : public torch::autograd::Function<PointGatherFunction
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& features, const at::Tensor& indices) {
     static const auto op = detail::op_handle<GatherPointsFn>(Names::forward);
     at::AutoDispatchBelowADInplaceOrView below_autograd;
+    at::Tensor out = op.call(features, indices); // validates: features is [B, C, N] below
     ctx->save_for_backward({indices});
     ctx->saved_data["n"] = features.sym_size(2);
-    return op.call(features, indices);
+    return out;
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list grad_outputs) {
@@ -50,9 +51,10 @@ class StackGroupPointsFunction : public torch::autograd::Function<StackGroupPoin
                             const at::Tensor& indices, const at::Tensor& indices_batch_cnt) {
     static const auto op = detail::op_handle<StackGroupPointsFn>("mmops::stack_group_points");
     at::AutoDispatchBelowADInplaceOrView below_autograd;
+    at::Tensor out = op.call(features, features_batch_cnt, indices, indices_batch_cnt); // validates first
     ctx->save_for_backward({features_batch_cnt, indices, indices_batch_cnt});
     ctx->saved_data["n"] = features.sym_size(0);
-    return op.call(features, features_batch_cnt, indices, indices_batch_cnt);
+    return out;
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list grad_outputs) {

@@ -77,7 +77,7 @@ def _gather_sample(device, dtype, size):
 
 
 def _group_sample(device, dtype, size):
-    (b, c, n, p, s) = (2, 3, 10, 4, 3) if size == 0 else (3, 4, 12, 5, 2)
+    (b, c, n, p, s) = (2, 3, 10, 4, 5) if size == 0 else (3, 4, 12, 5, 2)  # distinct: no duck sizing
     f = random_features((b, c, n), dtype, seed=size, device=device)
     return Sample((f, random_indices((b, p, s), n, seed=size, device=device)))
 
