@@ -131,7 +131,7 @@ void check_point_indices(const char* op, const at::Tensor& indices, int64_t n) {
 void check_stacked_indices(const at::Tensor& features_batch_cnt, const at::Tensor& indices,
                            const at::Tensor& indices_batch_cnt, int64_t n) {
   const char* op = kStackGroupPointsOp;
-  const at::Tensor fcnt = features_batch_cnt.cpu(), icnt = indices_batch_cnt.cpu();
+  const at::Tensor fcnt = features_batch_cnt.cpu().contiguous(), icnt = indices_batch_cnt.cpu().contiguous();
   const at::Tensor idx = indices.cpu().contiguous();
   const int32_t* fc = fcnt.const_data_ptr<int32_t>();
   const int32_t* ic = icnt.const_data_ptr<int32_t>();
