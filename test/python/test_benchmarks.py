@@ -50,6 +50,9 @@ SMALL_RUNS = {
     "chamfer_distance": ["--cases", "b2_256", "--distributions", "clustered"],
     # --- neighbors (ball_query, knn, three_nn, three_interpolate) ---
     "neighbors": ["--cases", "three_interpolate_fp", "--distributions", "scene"],
+    # --- furthest_point_sample, group_points ---
+    "furthest_point_sample": ["--cases", "cpu_2x2048_256", "--distributions", "uniform"],
+    "group_points": ["--cases", "cpu_2x1024_c16_256x16", "--distributions", "ball"],
 }
 FIELDS = {"benchmark", "device", "op", "dtype", "case", "baseline", "times_ms", "ratios", "check"}
 

@@ -247,6 +247,7 @@ def _neighbor_references():
         "mmops::knn": nr.knn_ref,
         "mmops::three_nn": nr.three_nn_ref,
         "mmops::three_interpolate": nr.three_interpolate_ref,
+        **_point_sampling_references(),
     }
 
 
@@ -285,6 +286,17 @@ def _voxelization_references():  # --- voxelization ---
         "mmops::hard_voxelize": vr.hard_voxelize_ref,
         "mmops::dynamic_voxelize": vr.dynamic_voxelize_ref,
         "mmops::dynamic_scatter": vr.dynamic_scatter_ref,
+# --- furthest_point_sample, group_points ---
+def _point_sampling_references():
+    import test_group_points as gp
+    from furthest_point_sample_reference import fps_dist_reference, fps_xyz_reference
+
+    return {
+        "mmops::furthest_point_sample": fps_xyz_reference,
+        "mmops::furthest_point_sample_with_dist": fps_dist_reference,
+        "mmops::gather_points": lambda f, idx: gp.gather_ref(f, idx)[0],
+        "mmops::group_points": lambda f, idx: gp.gather_ref(f, idx)[0],
+        "mmops::stack_group_points": lambda f, fc, idx, ic: gp.stack_ref(f, fc, idx, ic)[0],
     }
 
 

@@ -52,6 +52,11 @@ _FUNCTION_ROUTES: List[Tuple[str, str, Any]] = [
     ("mmcv.ops.knn", "KNN", _routes.knn),
     ("mmcv.ops.three_nn", "ThreeNN", _routes.three_nn),
     ("mmcv.ops.three_interpolate", "ThreeInterpolate", _routes.three_interpolate),
+    # --- furthest_point_sample, gather_points, group_points ---
+    ("mmcv.ops.furthest_point_sample", "FurthestPointSampling", _routes.furthest_point_sample),
+    ("mmcv.ops.furthest_point_sample", "FurthestPointSamplingWithDist", _routes.furthest_point_sample_with_dist),
+    ("mmcv.ops.gather_points", "GatherPoints", _routes.gather_points),
+    ("mmcv.ops.group_points", "GroupingOperation", _routes.grouping_operation),
 ]
 # (mmcv module, class, method, replacement)
 _METHOD_ROUTES: List[Tuple[str, str, str, Any]] = [

@@ -279,3 +279,23 @@ def chamfer_distance(xyz1: Tensor, xyz2: Tensor) -> tuple[Tensor, Tensor, Tensor
 # when both counts are given, else dense, as mmcv decides).
 from ..neighbors import ball_query, knn, three_nn  # noqa: E402, F401
 from ..three_interpolate import three_interpolate  # noqa: E402, F401
+
+
+# --- furthest_point_sample, gather_points, group_points ---
+def furthest_point_sample(points_xyz: Tensor, num_points: int) -> Tensor:
+    return torch.ops.mmops.furthest_point_sample(points_xyz, int(num_points))
+
+
+def furthest_point_sample_with_dist(points_dist: Tensor, num_points: int) -> Tensor:
+    return torch.ops.mmops.furthest_point_sample_with_dist(points_dist, int(num_points))
+
+
+def gather_points(features: Tensor, indices: Tensor) -> Tensor:
+    return torch.ops.mmops.gather_points(features, indices)
+
+
+def grouping_operation(*args: Any) -> Tensor:
+    """mmcv's GroupingOperation.apply (features, indices[, features_batch_cnt, indices_batch_cnt])."""
+    from mmops.group_points import grouping_operation as run
+
+    return run(*args)
