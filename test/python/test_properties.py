@@ -286,6 +286,9 @@ def _voxelization_references():  # --- voxelization ---
         "mmops::hard_voxelize": vr.hard_voxelize_ref,
         "mmops::dynamic_voxelize": vr.dynamic_voxelize_ref,
         "mmops::dynamic_scatter": vr.dynamic_scatter_ref,
+    }
+
+
 # --- furthest_point_sample, group_points ---
 def _point_sampling_references():
     import test_group_points as gp
