@@ -1,22 +1,19 @@
 // CUDA kernels of three_interpolate.
 //  - forward: one thread per output (b, c, n), n fastest (coalesced writes).
 //  - grad_features, deterministic without atomics: the (b, n, j) entries are
-//    grouped by source b * M + indices[b, n, j] with a stable sort (so every
-//    group lists its entries in (n, j) order, as the CPU sums them) and one
-//    thread per (b, c, m) sums its group in that order.
+//    grouped by source b * M + indices[b, n, j] (group_by_index: a stable sort,
+//    so every group lists its entries in (n, j) order, as the CPU sums them) and
+//    one thread per (b, c, m) sums its group in that order.
 //  - grad_weight: one thread per target (b, n) sums over the channels.
 // half/bfloat16 accumulate in float. 64-bit offsets; no host synchronisation.
 
+#include "common/index_segments.h"
 #include "three_interpolate/three_interpolate_kernels.h"
 #include "three_interpolate/three_interpolate_math.h"
 
 #include <ATen/Dispatch.h>
 #include <ATen/OpMathType.h>
-#include <ATen/ops/arange.h>
-#include <ATen/ops/argsort.h>
 #include <ATen/ops/empty.h>
-#include <ATen/ops/index_select.h>
-#include <ATen/ops/searchsorted.h>
 #include <ATen/ops/zeros.h>
 #include <c10/cuda/CUDAException.h>
 #include <c10/cuda/CUDAGuard.h>
@@ -104,31 +101,6 @@ __global__ void grad_weight_kernel(const scalar_t* __restrict__ grad_output, con
   }
 }
 
-// keys[e] = b * M + indices[e] for entry e = (b, n, j) with a valid index,
-// B * M (after every source) for an invalid one.
-__global__ void source_keys_kernel(const int32_t* __restrict__ indices, int64_t per_batch, int64_t m, int64_t total,
-                                   int64_t* __restrict__ keys) {
-  const int64_t e = int64_t(blockIdx.x) * kThreads + threadIdx.x;
-  if (e < total) {
-    const int32_t k = indices[e];
-    keys[e] = valid_index(k, m) ? (e / per_batch) * m + k : (total / per_batch) * m;
-  }
-}
-
-// The entries grouped by source: `order` lists the flat entry indices by key
-// (stable: (n, j) order within a group) and group g holds
-// order[starts[g], starts[g + 1]).
-std::tuple<at::Tensor, at::Tensor> group_by_source(const at::Tensor& idx, int64_t b, int64_t m, cudaStream_t stream) {
-  const int64_t total = idx.numel();
-  const at::Tensor keys = at::empty({total}, idx.options().dtype(at::kLong));
-  source_keys_kernel<<<blocks_for(total), kThreads, 0, stream>>>(idx.const_data_ptr<int32_t>(), total / b, m, total,
-                                                                 keys.mutable_data_ptr<int64_t>());
-  C10_CUDA_KERNEL_LAUNCH_CHECK();
-  const at::Tensor order = at::argsort(keys, /*stable=*/true);
-  const at::Tensor starts = at::searchsorted(keys.index_select(0, order), at::arange(b * m + 1, keys.options()));
-  return {order, starts};
-}
-
 } // namespace
 
 at::Tensor three_interpolate_forward_cuda(const at::Tensor& features, const at::Tensor& indices,
@@ -170,7 +142,10 @@ std::tuple<at::Tensor, at::Tensor> three_interpolate_backward_cuda(const at::Ten
   AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, f.scalar_type(), "mmops::three_interpolate (CUDA)", [&] {
     using acc_t = at::opmath_type<scalar_t>;
     if (grad_features.numel() > 0 && n > 0) {
-      const auto [order, starts] = group_by_source(idx, b, m, stream);
+      // entries e = (b, n, j) grouped by source b * M + indices[e], in (n, j) order
+      const IndexSegments segments = group_by_index(idx.view({b, n * 3}), m);
+      const at::Tensor& order = segments.order;
+      const at::Tensor& starts = segments.offsets;
       grad_features_kernel<scalar_t, acc_t><<<blocks_for(grad_features.numel()), kThreads, 0, stream>>>(
           g.const_data_ptr<scalar_t>(), w.const_data_ptr<scalar_t>(), order.const_data_ptr<int64_t>(),
           starts.const_data_ptr<int64_t>(), c, m, n, grad_features.numel(), grad_features.mutable_data_ptr<scalar_t>());
