@@ -61,3 +61,24 @@ def _nms_rotated_fake(
 def _nms_quadri_fake(boxes: Tensor, scores: Tensor, iou_threshold: float, labels: Optional[Tensor] = None) -> Tensor:
     torch.ops.mmops._nms_quadri_check(boxes, scores, iou_threshold, labels)
     return boxes.new_empty((_kept_count(),), dtype=torch.long)
+
+
+# --- iou3d (nms_bev, nms_normal_bev) ---
+
+
+@torch.library.register_fake("mmops::nms_bev")
+def _nms_bev_fake(
+    boxes: Tensor,
+    scores: Tensor,
+    thresh: float,
+    pre_max_size: Optional[int] = None,
+    post_max_size: Optional[int] = None,
+) -> Tensor:
+    torch.ops.mmops._nms_bev_check(boxes, scores, thresh, pre_max_size, post_max_size)
+    return boxes.new_empty((_kept_count(),), dtype=torch.long)
+
+
+@torch.library.register_fake("mmops::nms_normal_bev")
+def _nms_normal_bev_fake(boxes: Tensor, scores: Tensor, thresh: float) -> Tensor:
+    torch.ops.mmops._nms_normal_bev_check(boxes, scores, thresh)
+    return boxes.new_empty((_kept_count(),), dtype=torch.long)

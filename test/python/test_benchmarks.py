@@ -43,6 +43,8 @@ SMALL_RUNS = {
     "roi_align_rotated": ["--cases", "rotated_uniform", "--layouts", "contiguous", "--ratios", "2"],
     # --- diff_iou_rotated ---
     "diff_iou_rotated": ["--cases", "diff_iou_rotated_2d", "--distributions", "overlap"],
+    # --- iou3d ---
+    "iou3d": ["--cases", "boxes_iou_bev_clustered,boxes_overlap_bev_uniform,nms_bev_clustered", "--sizes", "100"],
 }
 FIELDS = {"benchmark", "device", "op", "dtype", "case", "baseline", "times_ms", "ratios", "check"}
 

@@ -239,3 +239,8 @@ def diff_iou_rotated_3d(box3d1: Tensor, box3d2: Tensor) -> Tensor:
     from mmops.diff_iou_rotated import diff_iou_rotated_3d as run
 
     return run(box3d1, box3d2)
+
+
+# --- iou3d (boxes_overlap_bev, boxes_iou_bev, nms_bev, nms_normal_bev) ---
+# mmops.iou3d's wrappers take mmcv's arguments: they replace mmcv's functions as they are.
+from ..iou3d import boxes_iou_bev, boxes_overlap_bev, nms_bev, nms_normal_bev  # noqa: E402,F401
