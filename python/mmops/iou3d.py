@@ -42,9 +42,7 @@ def nms_bev(
     """mmcv.ops.nms_bev: kept indices of rotated NMS on [N, 5] (x1, y1, x2, y2, ry)
     boxes; only the best pre_max_size boxes take part, the first post_max_size
     kept are returned."""
-    pre = None if pre_max_size is None else int(pre_max_size)
-    post = None if post_max_size is None else int(post_max_size)
-    return torch.ops.mmops.nms_bev(boxes, scores, float(thresh), pre, post)
+    return torch.ops.mmops.nms_bev(boxes, scores, float(thresh), pre_max_size, post_max_size)
 
 
 def nms_normal_bev(boxes: Tensor, scores: Tensor, thresh: float) -> Tensor:

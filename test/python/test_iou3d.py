@@ -9,8 +9,9 @@ import math
 import pytest
 import torch
 from conformance import BadInput, ConformanceCase, ConformanceSuite, Sample
-from polygon_reference import intersection_area, rotated_box_corners, rotated_overlap
-from test_nms_rotated import clustered, nms_ref, safe_threshold, score_order_ref
+from iou3d_reference import aligned_iou_ref, area_ref, overlaps_ref
+from test_box_iou_rotated import _cuda_tol as rotated_cuda_tol
+from test_nms_rotated import _away_from_ious, clustered, nms_ref, safe_threshold, score_order_ref
 
 import mmops
 
@@ -24,41 +25,6 @@ PI = math.pi
 
 
 # ----------------------------------------------------------------------------- references and inputs
-
-
-def as_rotated(row):
-    """(cx, cy, w, h, theta) of a [7] (x, y, z, dx, dy, dz, heading) or [5] (x1, y1, x2, y2, ry) row."""
-    if len(row) == 7:
-        return [row[0], row[1], row[3], row[4], row[6]]
-    x1, y1, x2, y2, r = row
-    return [(x1 + x2) / 2, (y1 + y2) / 2, x2 - x1, y2 - y1, r]
-
-
-def area_ref(a, b):
-    """Exact intersection area of two (cx, cy, w, h, theta) boxes; 0 for a non-finite value or a side <= 0."""
-    if not all(math.isfinite(v) for v in a + b) or min(a[2], a[3], b[2], b[3]) <= 0:
-        return 0.0
-    return float(intersection_area(rotated_box_corners(*a), rotated_box_corners(*b)))
-
-
-def overlaps_ref(boxes_a, boxes_b, iou):
-    """[N, M] float64: IoU (iou=True) or intersection areas of the boxes' float64 values."""
-    a = [as_rotated(r) for r in boxes_a.detach().double().cpu().tolist()]
-    b = [as_rotated(r) for r in boxes_b.detach().double().cpu().tolist()]
-    pair = rotated_overlap if iou else area_ref
-    return torch.tensor([[pair(x, y) for y in b] for x in a], dtype=torch.float64).reshape(len(a), len(b))
-
-
-def aligned_iou_ref(boxes):
-    """[N, N] IoU of [N, 5] (x1, y1, x2, y2, ry) boxes with the angle ignored (mmcv's nms)."""
-    b = boxes.detach().double().cpu().tolist()
-
-    def iou(p, q):
-        inter = max(0.0, min(p[2], q[2]) - max(p[0], q[0])) * max(0.0, min(p[3], q[3]) - max(p[1], q[1]))
-        union = (p[2] - p[0]) * (p[3] - p[1]) + (q[2] - q[0]) * (q[3] - q[1]) - inter
-        return inter / union if union > 0 else 0.0
-
-    return [[iou(p, q) for q in b] for p in b]
 
 
 def random_boxes7(n, *, image=20.0, seed=0, dtype=torch.float32, device="cpu"):
@@ -86,6 +52,14 @@ def clustered_xyxyr(n, *, seed=0, dtype=torch.float32, device="cpu", **kw):
     """Detector-like [N, 5] (x1, y1, x2, y2, ry) boxes: jittered copies of a few objects."""
     boxes, scores = clustered(n, seed=seed, dtype=torch.float64, **kw)
     return to_xyxyr(boxes).to(dtype=dtype, device=device), scores.to(dtype=dtype, device=device)
+
+
+def nms_bev_ref(boxes, scores, thr, pre_max_size=None, post_max_size=None):
+    """Greedy NMS on the exact IoU (float64) of the best pre_max_size boxes, cut to post_max_size."""
+    order = score_order_ref(scores)[:pre_max_size]
+    iou = overlaps_ref(boxes[order], boxes[order], iou=True).tolist()
+    keep = [order[k] for k in nms_ref(boxes[order], scores[order], thr, iou=iou).tolist()]
+    return torch.tensor(keep[:post_max_size], dtype=torch.long)
 
 
 # ----------------------------------------------------------------------------- conformance
@@ -121,16 +95,6 @@ def _pairs_cuda_samples(make):
     return samples
 
 
-def _cuda_tol(dtype, what, expected, sample):
-    # CUDA's sin/cos differ from the host's by an ulp; areas reach ~70 (relative tolerance).
-    return {
-        torch.float32: dict(rtol=1e-4, atol=1e-4),
-        torch.float64: dict(rtol=1e-9, atol=1e-9),
-        torch.float16: dict(rtol=2e-3, atol=2e-3),
-        torch.bfloat16: dict(rtol=1.6e-2, atol=1.6e-2),
-    }[dtype]
-
-
 def _nms_sample(thr, pre, post, normal=False):
     def sample(device, dtype, size):
         boxes, scores = clustered_xyxyr(40 if size == 0 else 70, seed=3 + size, dtype=dtype, device=device)
@@ -154,27 +118,14 @@ def _nms_cuda_samples(pre, post, normal=False):
     def samples(dtype):
         for n in (1, 63, 64, 65, 1000, 3000):
             boxes, scores = clustered_xyxyr(n, objects=max(1, n // 20), image=300.0, seed=n, dtype=dtype)
-            iou = normal_iou(boxes) if normal else iou_op(boxes.double(), boxes.double())
+            iou = aligned_iou_ref(boxes) if normal else iou_op(boxes.double(), boxes.double())
             iou = iou[iou != 0]
             for base in (0.0, 0.3, 0.7):
-                thr = base
-                for k in range(50):
-                    if not bool(((iou - thr).abs() < 1e-5).any()):
-                        break
-                    thr = base + 1e-4 * (k + 1)
+                # 0 as is: a touching pair's IoU is exactly 0 on both devices
+                thr = base if base <= 0 else _away_from_ious(iou, [base + 1e-4 * k for k in range(50)])
                 yield Sample((boxes, scores, thr) if normal else (boxes, scores, thr, pre, post))
 
     return samples
-
-
-def normal_iou(boxes):
-    """Axis-aligned IoU [N, N] of [N, 5] boxes (float64, plain torch)."""
-    b = boxes.double()
-    lt = torch.maximum(b[:, None, :2], b[None, :, :2])
-    rb = torch.minimum(b[:, None, 2:4], b[None, :, 2:4])
-    inter = (rb - lt).clamp(min=0).prod(2)
-    area = (b[:, 2] - b[:, 0]) * (b[:, 3] - b[:, 1])
-    return inter / (area[:, None] + area[None, :] - inter)
 
 
 class _Overlaps(torch.nn.Module):
@@ -268,28 +219,33 @@ NORMAL_BAD = {
     ),
 }
 
+
+def _pairs_case(op, make, cols, layout, module):
+    name = op._qualified_op_name.split("::")[1]
+    return ConformanceCase(
+        name,
+        op,
+        _pairs_sample(make),
+        dtypes=DTYPES,
+        empty=_pairs_empty(cols),
+        cuda_samples=_pairs_cuda_samples(make),
+        cuda_tol=rotated_cuda_tol,
+        bad_inputs=_pairs_bad(f"mmops::{name}", cols, layout),
+        module=module,
+    )
+
+
 CONFORMANCE = [
+    _pairs_case(overlap_op, random_boxes7, 7, r"\(x, y, z, dx, dy, dz, heading\)", _Overlaps),
+    _pairs_case(iou_op, random_xyxyr, 5, r"\(x1, y1, x2, y2, ry\)", _Ious),
     ConformanceCase(
-        "boxes_overlap_bev",
-        overlap_op,
-        _pairs_sample(random_boxes7),
+        "nms_bev_pre_post",
+        nms_op,
+        _nms_sample(0.2, 30, 7),
         dtypes=DTYPES,
-        empty=_pairs_empty(7),
-        cuda_samples=_pairs_cuda_samples(random_boxes7),
-        cuda_tol=_cuda_tol,
-        bad_inputs=_pairs_bad("mmops::boxes_overlap_bev", 7, r"\(x, y, z, dx, dy, dz, heading\)"),
-        module=_Overlaps,
-    ),
-    ConformanceCase(
-        "boxes_iou_bev",
-        iou_op,
-        _pairs_sample(random_xyxyr),
-        dtypes=DTYPES,
-        empty=_pairs_empty(5),
-        cuda_samples=_pairs_cuda_samples(random_xyxyr),
-        cuda_tol=_cuda_tol,
-        bad_inputs=_pairs_bad("mmops::boxes_iou_bev", 5, r"\(x1, y1, x2, y2, ry\)"),
-        module=_Ious,
+        data_dependent=True,
+        empty=_nms_empty((0.5, 4, 2)),
+        cuda_samples=_nms_cuda_samples(500, 40),
     ),
     ConformanceCase(
         "nms_bev",
@@ -301,15 +257,6 @@ CONFORMANCE = [
         cuda_samples=_nms_cuda_samples(None, None),
         bad_inputs=NMS_BAD,
         module=_PostNms,
-    ),
-    ConformanceCase(
-        "nms_bev_pre_post",
-        nms_op,
-        _nms_sample(0.2, 30, 7),
-        dtypes=DTYPES,
-        data_dependent=True,
-        empty=_nms_empty((0.5, 4, 2)),
-        cuda_samples=_nms_cuda_samples(500, 40),
     ),
     ConformanceCase(
         "nms_normal_bev",
@@ -497,7 +444,7 @@ def test_nms_bev_pre_and_post_max_size():
 
 def test_nms_normal_bev_ignores_the_angle():
     boxes, scores = clustered_xyxyr(60, seed=13, dtype=torch.float64)
-    iou = aligned_iou_ref(boxes)
+    iou = aligned_iou_ref(boxes).tolist()
     for thr in (0.2, 0.5):
         thr = safe_threshold(iou, [thr, thr + 0.0123])
         exp = nms_ref(boxes, scores, thr, iou=iou)
@@ -609,7 +556,7 @@ def test_mmcv_bridge():
 def test_cuda_matches_cpu_many_tiles(dtype):
     boxes, scores = clustered_xyxyr(5000, objects=200, image=1000.0, seed=1, dtype=dtype)
     a7 = random_boxes7(700, image=200.0, seed=2, dtype=dtype)
-    tol = _cuda_tol(dtype, None, None, None)
+    tol = rotated_cuda_tol(dtype, None, None, None)
     torch.testing.assert_close(overlap_op(a7.cuda(), a7.cuda()).cpu(), overlap_op(a7, a7), **tol)
     torch.testing.assert_close(iou_op(boxes.cuda(), boxes[:900].cuda()).cpu(), iou_op(boxes, boxes[:900]), **tol)
     for thr in (0.0, 0.3, 0.6):

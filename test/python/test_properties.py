@@ -230,6 +230,20 @@ def _references():
         # --- box_iou_rotated / nms_rotated ---
         **_rotated_references(),
         **_rotated_feature_references(),
+        **_iou3d_references(),
+    }
+
+
+def _iou3d_references():  # --- iou3d ---
+    import test_iou3d as i3
+    import test_nms_rotated as nr
+    from iou3d_reference import aligned_iou_ref, overlaps_ref
+
+    return {
+        "mmops::boxes_overlap_bev": lambda a, b: overlaps_ref(a, b, iou=False),
+        "mmops::boxes_iou_bev": lambda a, b: overlaps_ref(a, b, iou=True),
+        "mmops::nms_bev": i3.nms_bev_ref,
+        "mmops::nms_normal_bev": lambda b, s, t: nr.nms_ref(b, s, t, iou=aligned_iou_ref(b).tolist()),
     }
 
 
