@@ -164,25 +164,39 @@ C10_HOST_DEVICE inline T overlap_from_areas(T inter, T area_a, T area_b, bool io
   return base > T(0) && host_device_math::is_finite(value) ? value : T(0);
 }
 
-// Overlap of two rotated boxes (cx, cy, w, h, theta). A box with a non-finite
-// parameter overlaps nothing (0); so does a box with w <= 0 or h <= 0.
+// The intersection area of two rotated boxes and the area of each.
 template <typename T>
-C10_HOST_DEVICE inline T rotated_box_overlap(const T* a, const T* b, bool iof) {
+struct PairAreas {
+  T inter, area_a, area_b;
+};
+
+// Areas of two rotated boxes (cx, cy, w, h, theta) and of their intersection.
+// A box with a non-finite parameter, or with w <= 0 or h <= 0, overlaps
+// nothing: all three are 0.
+template <typename T>
+C10_HOST_DEVICE inline PairAreas<T> rotated_box_areas(const T* a, const T* b) {
   for (int i = 0; i < 5; ++i) {
     if (!host_device_math::is_finite(a[i]) || !host_device_math::is_finite(b[i])) {
-      return T(0);
+      return PairAreas<T>{T(0), T(0), T(0)};
     }
   }
   if (!(a[2] > T(0) && a[3] > T(0) && b[2] > T(0) && b[3] > T(0))) {
-    return T(0);
+    return PairAreas<T>{T(0), T(0), T(0)};
   }
   const Point<T> origin = local_origin(Point<T>{a[0], a[1]}, Point<T>{b[0], b[1]});
   const Polygon<T, 4> pa = rotated_box_corners(a[0], a[1], a[2], a[3], a[4], origin);
   const Polygon<T, 4> pb = rotated_box_corners(b[0], b[1], b[2], b[3], b[4], origin);
   const T area_a = signed_area(pa);
   const T area_b = signed_area(pb);
-  const T inter = intersection_area<8>(pa, pb, area_a, area_b);
-  return overlap_from_areas(inter, area_a, area_b, iof);
+  return PairAreas<T>{intersection_area<8>(pa, pb, area_a, area_b), area_a, area_b};
+}
+
+// Overlap of two rotated boxes (cx, cy, w, h, theta). A box with a non-finite
+// parameter overlaps nothing (0); so does a box with w <= 0 or h <= 0.
+template <typename T>
+C10_HOST_DEVICE inline T rotated_box_overlap(const T* a, const T* b, bool iof) {
+  const PairAreas<T> r = rotated_box_areas(a, b);
+  return overlap_from_areas(r.inter, r.area_a, r.area_b, iof);
 }
 
 // Overlap of two quadrilaterals (x1, y1, ..., x4, y4), each convex in either

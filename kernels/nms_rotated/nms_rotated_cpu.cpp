@@ -1,5 +1,5 @@
-// CPU kernels of nms_rotated and nms_quadri, and the score order and label
-// keys shared with CUDA (plain ATen ops: any device).
+// CPU kernels of nms_rotated and nms_quadri, and the label keys shared with
+// CUDA (plain ATen ops: any device); the score order: common/score_order.h.
 //
 // Boxes are visited in score order; every box not yet suppressed is kept and
 // suppresses the later boxes (of its label) whose IoU with it exceeds the
@@ -7,6 +7,7 @@
 // call, in the same argument order, as the CUDA mask kernel makes.
 
 #include "common/rotated_iou.h"
+#include "common/score_order.h"
 #include "nms_rotated/nms_rotated_kernels.h"
 
 #include <ATen/Dispatch.h>
@@ -14,11 +15,8 @@
 #include <ATen/Parallel.h>
 #include <ATen/ops/add.h>
 #include <ATen/ops/empty.h>
-#include <ATen/ops/isnan.h>
-#include <ATen/ops/sort.h>
 
 #include <cstdint>
-#include <limits>
 #include <vector>
 
 namespace mmops {
@@ -72,18 +70,6 @@ void greedy_cpu(const at::Tensor& boxes, const int64_t* order, const int64_t* la
 
 } // namespace
 
-at::Tensor rotated_score_order(const at::Tensor& scores) {
-  // Every float dtype converts to double exactly; + 0.0 folds -0 into +0.
-  const at::Tensor s = at::add(scores.to(at::kDouble), 0.0);
-  const at::Tensor nan = at::isnan(s);
-  const at::Tensor by_score = std::get<1>(at::sort(s.masked_fill(nan, -std::numeric_limits<double>::infinity()),
-                                                   /*stable=*/true, /*dim=*/0, /*descending=*/true));
-  // NaN after everything (-inf included), stable again.
-  const at::Tensor nan_last =
-      std::get<1>(at::sort(nan.index_select(0, by_score).to(at::kByte), /*stable=*/true, /*dim=*/0, false));
-  return by_score.index_select(0, nan_last);
-}
-
 at::Tensor label_keys(const at::Tensor& labels) {
   if (!labels.defined()) {
     return labels;
@@ -101,7 +87,7 @@ at::Tensor nms_rotated_cpu(const at::Tensor& boxes_in, const at::Tensor& scores,
   if (n == 0) {
     return at::empty({0}, long_options);
   }
-  const at::Tensor order = rotated_score_order(scores);
+  const at::Tensor order = descending_score_order(scores);
   const at::Tensor keys = label_keys(labels);
   const at::Tensor boxes = boxes_in.contiguous();
   const int64_t* order_p = order.const_data_ptr<int64_t>();

@@ -1,6 +1,6 @@
 // CUDA kernels of nms_rotated and nms_quadri, everything on the device, one
 // host synchronisation at the end (the kept count, inside masked_select):
-//   1. order: rotated_score_order (stable sorts on the device: decreasing
+//   1. order: descending_score_order (stable sorts on the device: decreasing
 //      score, NaN last, ties to the lower index).
 //   2. the boxes (and label keys) are gathered in that order, in the compute
 //      type, with their bounding circles (rotated_iou::Shape).
@@ -18,6 +18,7 @@
 //   5. kept bits to a bool per position, compacted in score order.
 
 #include "common/rotated_iou.h"
+#include "common/score_order.h"
 #include "nms_rotated/nms_rotated_kernels.h"
 
 #include <ATen/Dispatch.h>
@@ -212,7 +213,7 @@ at::Tensor nms_rotated_cuda(const at::Tensor& boxes_in, const at::Tensor& scores
     return at::empty({0}, long_options);
   }
   cudaStream_t stream = c10::cuda::getCurrentCUDAStream();
-  const at::Tensor order = rotated_score_order(scores);
+  const at::Tensor order = descending_score_order(scores);
   const at::Tensor keys = label_keys(labels);
   const at::Tensor boxes = boxes_in.contiguous();
   const int64_t ntiles = (n + kTile - 1) / kTile;

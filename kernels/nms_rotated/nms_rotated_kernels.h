@@ -14,10 +14,6 @@ struct NmsRotatedParams {
 
 namespace kernels {
 
-// Indices [N] int64 sorting scores by decreasing value, NaN last, ties to the
-// lower index (any device).
-at::Tensor rotated_score_order(const at::Tensor& scores);
-
 // labels as int64 keys that are equal exactly when the labels are equal
 // (floating labels: their bits, -0 folded into +0); undefined stays undefined.
 at::Tensor label_keys(const at::Tensor& labels);

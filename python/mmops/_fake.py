@@ -106,3 +106,24 @@ def _dynamic_scatter_forward_fake(
         feats.new_empty((m,), dtype=int32),
         feats.new_empty((argmax_rows, feats.shape[1]), dtype=int32),
     )
+
+
+# --- iou3d (nms_bev, nms_normal_bev) ---
+
+
+@torch.library.register_fake("mmops::nms_bev")
+def _nms_bev_fake(
+    boxes: Tensor,
+    scores: Tensor,
+    thresh: float,
+    pre_max_size: Optional[int] = None,
+    post_max_size: Optional[int] = None,
+) -> Tensor:
+    torch.ops.mmops._nms_bev_check(boxes, scores, thresh, pre_max_size, post_max_size)
+    return boxes.new_empty((_kept_count(),), dtype=torch.long)
+
+
+@torch.library.register_fake("mmops::nms_normal_bev")
+def _nms_normal_bev_fake(boxes: Tensor, scores: Tensor, thresh: float) -> Tensor:
+    torch.ops.mmops._nms_normal_bev_check(boxes, scores, thresh)
+    return boxes.new_empty((_kept_count(),), dtype=torch.long)

@@ -53,6 +53,8 @@ SMALL_RUNS = {
     # --- furthest_point_sample, group_points ---
     "furthest_point_sample": ["--cases", "cpu_2x2048_256", "--distributions", "uniform"],
     "group_points": ["--cases", "cpu_2x1024_c16_256x16", "--distributions", "ball"],
+    # --- iou3d ---
+    "iou3d": ["--cases", "boxes_iou_bev_clustered,boxes_overlap_bev_uniform,nms_bev_clustered", "--sizes", "100"],
 }
 FIELDS = {"benchmark", "device", "op", "dtype", "case", "baseline", "times_ms", "ratios", "check"}
 

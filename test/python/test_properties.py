@@ -235,6 +235,10 @@ def _references():
         **_point_cloud_references(),
         # --- neighbors / three_interpolate ---
         **_neighbor_references(),
+        # --- furthest_point_sample, group_points ---
+        **_point_sampling_references(),
+        # --- iou3d ---
+        **_iou3d_references(),
     }
 
 
@@ -247,7 +251,19 @@ def _neighbor_references():
         "mmops::knn": nr.knn_ref,
         "mmops::three_nn": nr.three_nn_ref,
         "mmops::three_interpolate": nr.three_interpolate_ref,
-        **_point_sampling_references(),
+    }
+
+
+def _iou3d_references():  # --- iou3d ---
+    import test_iou3d as i3
+    import test_nms_rotated as nr
+    from iou3d_reference import aligned_iou_ref, overlaps_ref
+
+    return {
+        "mmops::boxes_overlap_bev": lambda a, b: overlaps_ref(a, b, iou=False),
+        "mmops::boxes_iou_bev": lambda a, b: overlaps_ref(a, b, iou=True),
+        "mmops::nms_bev": i3.nms_bev_ref,
+        "mmops::nms_normal_bev": lambda b, s, t: nr.nms_ref(b, s, t, iou=aligned_iou_ref(b).tolist()),
     }
 
 

@@ -68,6 +68,11 @@ _MODULE_FUNCTION_ROUTES: List[Tuple[str, str, Any]] = [
     # --- diff_iou_rotated ---
     ("mmcv.ops.diff_iou_rotated", "diff_iou_rotated_2d", _routes.diff_iou_rotated_2d),
     ("mmcv.ops.diff_iou_rotated", "diff_iou_rotated_3d", _routes.diff_iou_rotated_3d),
+    # --- iou3d ---
+    ("mmcv.ops.iou3d", "boxes_overlap_bev", _routes.boxes_overlap_bev),
+    ("mmcv.ops.iou3d", "boxes_iou_bev", _routes.boxes_iou_bev),
+    ("mmcv.ops.iou3d", "nms_bev", _routes.nms_bev),
+    ("mmcv.ops.iou3d", "nms_normal_bev", _routes.nms_normal_bev),
 ]
 
 _MISSING = object()

@@ -415,3 +415,12 @@ SERVED.update(
         "chamfer_distance_backward": chamfer_distance_backward,
     }
 )
+
+
+# --- iou3d ---
+def iou3d_boxes_overlap_bev_forward(boxes_a: torch.Tensor, boxes_b: torch.Tensor, ans_overlap: torch.Tensor) -> None:
+    """mmcv's kernel contract: fills ans_overlap [N, M] (boxes [*, 7])."""
+    ans_overlap.copy_(torch.ops.mmops.boxes_overlap_bev(boxes_a, boxes_b))
+
+
+SERVED["iou3d_boxes_overlap_bev_forward"] = iou3d_boxes_overlap_bev_forward

@@ -299,3 +299,8 @@ def grouping_operation(*args: Any) -> Tensor:
     from mmops.group_points import grouping_operation as run
 
     return run(*args)
+
+
+# --- iou3d (boxes_overlap_bev, boxes_iou_bev, nms_bev, nms_normal_bev) ---
+# mmops.iou3d's wrappers take mmcv's arguments: they replace mmcv's functions as they are.
+from ..iou3d import boxes_iou_bev, boxes_overlap_bev, nms_bev, nms_normal_bev  # noqa: E402,F401
