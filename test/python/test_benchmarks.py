@@ -43,6 +43,8 @@ SMALL_RUNS = {
     "roi_align_rotated": ["--cases", "rotated_uniform", "--layouts", "contiguous", "--ratios", "2"],
     # --- diff_iou_rotated ---
     "diff_iou_rotated": ["--cases", "diff_iou_rotated_2d", "--distributions", "overlap"],
+    # --- points_in_boxes, roiaware_pool3d, roipoint_pool3d ---
+    "box3d": ["--cases", "roiaware_pool3d_max", "--distributions", "objects"],
 }
 FIELDS = {"benchmark", "device", "op", "dtype", "case", "baseline", "times_ms", "ratios", "check"}
 

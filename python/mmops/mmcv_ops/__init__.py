@@ -41,6 +41,9 @@ _FUNCTION_ROUTES: List[Tuple[str, str, Any]] = [
     # --- rotated_feature_align, active_rotated_filter ---
     ("mmcv.ops.rotated_feature_align", "RotatedFeatureAlignFunction", _routes.rotated_feature_align),
     ("mmcv.ops.active_rotated_filter", "ActiveRotatedFilterFunction", _routes.active_rotated_filter),
+    # --- roiaware_pool3d, roipoint_pool3d ---
+    ("mmcv.ops.roiaware_pool3d", "RoIAwarePool3dFunction", _routes.roiaware_pool3d),
+    ("mmcv.ops.roipoint_pool3d", "RoIPointPool3dFunction", _routes.roipoint_pool3d),
 ]
 # (mmcv module, class, method, replacement)
 _METHOD_ROUTES: List[Tuple[str, str, str, Any]] = [
@@ -52,6 +55,10 @@ _MODULE_FUNCTION_ROUTES: List[Tuple[str, str, Any]] = [
     # --- diff_iou_rotated ---
     ("mmcv.ops.diff_iou_rotated", "diff_iou_rotated_2d", _routes.diff_iou_rotated_2d),
     ("mmcv.ops.diff_iou_rotated", "diff_iou_rotated_3d", _routes.diff_iou_rotated_3d),
+    # --- points_in_boxes (mmcv's part / all need the current CUDA device; these run anywhere) ---
+    ("mmcv.ops.points_in_boxes", "points_in_boxes_part", _routes.points_in_boxes_part),
+    ("mmcv.ops.points_in_boxes", "points_in_boxes_all", _routes.points_in_boxes_all),
+    ("mmcv.ops.points_in_boxes", "points_in_boxes_cpu", _routes.points_in_boxes_cpu),
 ]
 
 _MISSING = object()
