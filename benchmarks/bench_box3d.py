@@ -154,20 +154,9 @@ def roipoint_composite(points, feats, boxes, samples):
 def _calls(case: Case, points, boxes, feats):
     """(mmops call, composite call, differentiable feature tensor or None, flags: bool)."""
     ops = torch.ops.mmops
-    if case.op == "points_in_boxes_all":
-        return (
-            (lambda: ops.points_in_boxes_all(points, boxes)),
-            (lambda: points_in_boxes_all_composite(points, boxes)),
-            None,
-            True,
-        )
-    if case.op == "points_in_boxes_part":
-        return (
-            (lambda: ops.points_in_boxes_part(points, boxes)),
-            (lambda: points_in_boxes_part_composite(points, boxes)),
-            None,
-            True,
-        )
+    if case.op.startswith("points_in_boxes"):
+        op, composite = getattr(ops, case.op), globals()[case.op + "_composite"]
+        return (lambda: op(points, boxes)), (lambda: composite(points, boxes)), None, True
     if case.op == "roipoint":
         return (
             lambda: ops.roipoint_pool3d(points, feats, boxes, case.out)[0],

@@ -7,7 +7,6 @@
 #include "roiaware_pool3d/roiaware_pool3d_math.h"
 
 #include "common/box3d.h"
-#include "common/host_device_math.h"
 
 #include <ATen/Dispatch.h>
 #include <ATen/OpMathType.h>
@@ -16,6 +15,7 @@
 #include <ATen/ops/zeros.h>
 
 #include <algorithm>
+#include <tuple>
 #include <vector>
 
 namespace mmops {
@@ -59,6 +59,17 @@ std::vector<int32_t> assign_points(const box3d::Box3d<acc_t>& box, const scalar_
 
 } // namespace
 
+std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> roiaware_pool3d_outputs(int64_t num_rois,
+                                                                                   const at::Tensor& pts_feature,
+                                                                                   const RoIAwarePool3dParams& p) {
+  const int64_t c = pts_feature.size(1);
+  const auto ints = pts_feature.options().dtype(at::kInt);
+  const bool is_max = p.mode == RoIAwarePoolMode::kMax;
+  return {at::empty({num_rois, p.out_x, p.out_y, p.out_z, c}, pts_feature.options()),
+          is_max ? at::empty({num_rois, p.out_x, p.out_y, p.out_z, c}, ints) : at::empty({0}, ints),
+          at::empty({num_rois, pts_feature.size(0)}, ints), at::zeros({num_rois, p.out_x * p.out_y * p.out_z}, ints)};
+}
+
 std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> roiaware_pool3d_forward_cpu(const at::Tensor& rois,
                                                                                        const at::Tensor& pts,
                                                                                        const at::Tensor& pts_feature,
@@ -69,11 +80,8 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> roiaware_pool3d_forwa
   const int64_t n = boxes.size(0), num_points = points.size(0), c = feats.size(1);
   const int64_t voxels = p.out_x * p.out_y * p.out_z;
   const bool is_max = p.mode == RoIAwarePoolMode::kMax;
-  const auto ints = feats.options().dtype(at::kInt);
-  at::Tensor pooled = at::empty({n, p.out_x, p.out_y, p.out_z, c}, feats.options());
-  at::Tensor argmax = is_max ? at::empty({n, p.out_x, p.out_y, p.out_z, c}, ints) : at::empty({0}, ints);
-  at::Tensor point_voxels = at::empty({n, num_points}, ints);
-  at::Tensor counts = at::zeros({n, voxels}, ints);
+  at::Tensor pooled, argmax, point_voxels, counts; // captured by the dispatch lambda below
+  std::tie(pooled, argmax, point_voxels, counts) = roiaware_pool3d_outputs(n, feats, p);
   if (n == 0) {
     return {pooled, argmax, point_voxels, counts};
   }
@@ -93,23 +101,9 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> roiaware_pool3d_forwa
         const std::vector<int32_t> grouped =
             assign_points(box, pt, num_points, p, pv + r * num_points, cnt + r * voxels, starts);
         for (int64_t v = 0; v < voxels; ++v) {
-          const int64_t first = starts[v], last = starts[v + 1];
           for (int64_t ch = 0; ch < c; ++ch) {
-            const int64_t o = (r * voxels + v) * c + ch;
-            if (is_max) {
-              host_device_math::MaxTracker<acc_t> best;
-              for (int64_t k = first; k < last; ++k) {
-                best.update(static_cast<acc_t>(f[grouped[k] * c + ch]), grouped[k]);
-              }
-              out[o] = static_cast<scalar_t>(best.result());
-              am[o] = best.index;
-            } else {
-              acc_t sum = 0;
-              for (int64_t k = first; k < last; ++k) {
-                sum += static_cast<acc_t>(f[grouped[k] * c + ch]);
-              }
-              out[o] = static_cast<scalar_t>(last > first ? sum / static_cast<acc_t>(last - first) : acc_t(0));
-            }
+            roiaware_pool3d_math::pool_voxel<scalar_t, acc_t>(f, grouped.data(), starts[v], starts[v + 1], ch, c,
+                                                              is_max, (r * voxels + v) * c + ch, out, am);
           }
         }
       }

@@ -15,19 +15,18 @@
 #include "roiaware_pool3d/roiaware_pool3d_math.h"
 
 #include "common/box3d.h"
-#include "common/host_device_math.h"
 
 #include <ATen/Dispatch.h>
 #include <ATen/OpMathType.h>
 #include <ATen/ops/cumsum.h>
 #include <ATen/ops/empty.h>
-#include <ATen/ops/zeros.h>
 #include <c10/cuda/CUDAException.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
 
 #include <algorithm>
 #include <limits>
+#include <tuple>
 
 namespace mmops {
 namespace kernels {
@@ -99,21 +98,8 @@ __global__ void __launch_bounds__(kThreads)
     const int64_t cell = e / channels;
     const int64_t c = e - cell * channels;
     const int64_t last = ends[cell];
-    const int64_t first = last - counts[cell];
-    if (is_max) {
-      host_device_math::MaxTracker<acc_t> best;
-      for (int64_t k = first; k < last; ++k) {
-        best.update(static_cast<acc_t>(feats[grouped[k] * channels + c]), grouped[k]);
-      }
-      out[e] = static_cast<scalar_t>(best.result());
-      argmax[e] = best.index;
-    } else {
-      acc_t sum = 0;
-      for (int64_t k = first; k < last; ++k) {
-        sum += static_cast<acc_t>(feats[grouped[k] * channels + c]);
-      }
-      out[e] = static_cast<scalar_t>(last > first ? sum / static_cast<acc_t>(last - first) : acc_t(0));
-    }
+    roiaware_pool3d_math::pool_voxel<scalar_t, acc_t>(feats, grouped, last - counts[cell], last, c, channels, is_max, e,
+                                                      out, argmax);
   }
 }
 
@@ -144,11 +130,8 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> roiaware_pool3d_forwa
   const int64_t n = boxes.size(0), num_points = points.size(0), c = feats.size(1);
   const int64_t voxels = p.out_x * p.out_y * p.out_z;
   const bool is_max = p.mode == RoIAwarePoolMode::kMax;
-  const auto ints = feats.options().dtype(at::kInt);
-  at::Tensor pooled = at::empty({n, p.out_x, p.out_y, p.out_z, c}, feats.options());
-  at::Tensor argmax = is_max ? at::empty({n, p.out_x, p.out_y, p.out_z, c}, ints) : at::empty({0}, ints);
-  at::Tensor point_voxels = at::empty({n, num_points}, ints);
-  at::Tensor counts = at::zeros({n, voxels}, ints);
+  at::Tensor pooled, argmax, point_voxels, counts; // captured by the dispatch lambda below
+  std::tie(pooled, argmax, point_voxels, counts) = roiaware_pool3d_outputs(n, feats, p);
   if (n == 0) {
     return {pooled, argmax, point_voxels, counts};
   }

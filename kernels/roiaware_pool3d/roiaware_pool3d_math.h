@@ -5,6 +5,7 @@
 #include <c10/macros/Macros.h>
 
 #include "common/box3d.h"
+#include "common/host_device_math.h"
 #include "roiaware_pool3d/roiaware_pool3d_kernels.h"
 
 #include <cstdint>
@@ -36,6 +37,29 @@ C10_HOST_DEVICE inline int64_t voxel_of(const box3d::Box3d<T>& box, T local_x, T
   const int64_t y = axis_voxel(local_y + box.half_dy, box.dy, p.out_y);
   const int64_t z = axis_voxel(pz - box.bottom, box.dz, p.out_z);
   return (x * p.out_y + y) * p.out_z + z;
+}
+
+// Pools channel c of one voxel over its kept points grouped[first, last)
+// (point order) into out[o] (and argmax[o] in max mode): max with the
+// first maximum winning ties and NaN winning, or the mean; 0 when empty.
+template <typename scalar_t, typename acc_t>
+C10_HOST_DEVICE inline void pool_voxel(const scalar_t* feats, const int32_t* grouped, int64_t first, int64_t last,
+                                       int64_t c, int64_t channels, bool is_max, int64_t o, scalar_t* out,
+                                       int32_t* argmax) {
+  if (is_max) {
+    host_device_math::MaxTracker<acc_t> best;
+    for (int64_t k = first; k < last; ++k) {
+      best.update(static_cast<acc_t>(feats[grouped[k] * channels + c]), grouped[k]);
+    }
+    out[o] = static_cast<scalar_t>(best.result());
+    argmax[o] = best.index;
+    return;
+  }
+  acc_t sum = 0;
+  for (int64_t k = first; k < last; ++k) {
+    sum += static_cast<acc_t>(feats[grouped[k] * channels + c]);
+  }
+  out[o] = static_cast<scalar_t>(last > first ? sum / static_cast<acc_t>(last - first) : acc_t(0));
 }
 
 // The gradient reaching point `point`, channel `c`, from the rois: over the

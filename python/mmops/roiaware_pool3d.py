@@ -10,11 +10,15 @@ __all__ = ["roiaware_pool3d", "RoIAwarePool3d"]
 
 
 def _triple(out_size: Union[int, Tuple[int, int, int], List[int]]) -> List[int]:
+    """[out_x, out_y, out_z] from an int or three ints (refined per type for TorchScript, as pair())."""
     if isinstance(out_size, int):
         return [out_size, out_size, out_size]
-    sizes = [int(s) for s in out_size]
+    if isinstance(out_size, list):
+        sizes = [int(s) for s in out_size]
+    else:
+        sizes = [int(s) for s in out_size]
     if len(sizes) != 3:
-        raise ValueError(f"out_size must be an int or 3 ints, but got {out_size}")
+        raise ValueError(f"mmops: out_size must be an int or 3 ints, got {sizes}")
     return sizes
 
 
