@@ -43,8 +43,10 @@ struct Box3d {
     box.half_dy = box.dy / T(2);
     box.half_dz = box.dz / T(2);
     box.cz = box.bottom + box.half_dz;
-    box.cos_rz = hdm::cos_of(rz);
-    box.sin_rz = hdm::sin_of(rz);
+    // in double, then rounded: host and device libm agree on the rounded value
+    // (float cosf / sinf may differ by an ulp, which would move points on a face)
+    box.cos_rz = static_cast<T>(hdm::cos_of(static_cast<double>(rz)));
+    box.sin_rz = static_cast<T>(hdm::sin_of(static_cast<double>(rz)));
     return box;
   }
 

@@ -230,6 +230,18 @@ def _references():
         # --- box_iou_rotated / nms_rotated ---
         **_rotated_references(),
         **_rotated_feature_references(),
+        **_box3d_references(),
+    }
+
+
+def _box3d_references():  # --- points_in_boxes, roiaware_pool3d, roipoint_pool3d ---
+    import box3d_reference as b3
+
+    return {
+        "mmops::points_in_boxes_part": b3.points_in_boxes_part_reference,
+        "mmops::points_in_boxes_all": b3.points_in_boxes_all_reference,
+        "mmops::roiaware_pool3d": b3.roiaware_pool3d_reference,
+        "mmops::roipoint_pool3d": b3.roipoint_pool3d_reference,
     }
 
 
