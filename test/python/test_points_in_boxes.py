@@ -69,7 +69,7 @@ class _InsideNet(torch.nn.Module):
 
     def forward(self, points: torch.Tensor, boxes: torch.Tensor):
         counts = mmops.points_in_boxes_all(points, boxes).sum(1)
-        return counts, mmops.points_in_boxes_part(points * 2.0, boxes * 2.0)
+        return counts, part(points * 2.0, boxes * 2.0), mmops.points_in_boxes_part(points, boxes)
 
 
 _Z = torch.zeros
