@@ -137,6 +137,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> roiaware_pool3d_forwa
   }
   TORCH_CHECK(n <= std::numeric_limits<int32_t>::max(), "mmops::roiaware_pool3d: ", n,
               " rois are more than one CUDA launch covers");
+  const auto ints = point_voxels.options();
   at::Tensor ranks = at::empty({n, num_points}, ints);
   cudaStream_t stream = c10::cuda::getCurrentCUDAStream();
   AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, feats.scalar_type(), "mmops::roiaware_pool3d (CUDA)", [&] {

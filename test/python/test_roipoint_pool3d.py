@@ -27,7 +27,8 @@ def _inputs(b, n, m, c, *, seed, dtype=torch.float64, device="cpu"):
 
 
 def _sample(device, dtype, size):
-    b, n, m, c, s = (2, 40, 5, 3, 6) if size == 0 else (3, 33, 4, 2, 5)
+    # no size of 3 or 7 in size 0: torch.compile would tie it to the static xyz / box columns
+    b, n, m, c, s = (2, 40, 5, 4, 6) if size == 0 else (3, 33, 4, 2, 5)
     return Sample((*_inputs(b, n, m, c, seed=size, dtype=dtype, device=device), s))
 
 
@@ -140,9 +141,9 @@ def test_mmcv_vector(dtype):
 def test_random_against_reference(dtype, s):
     points, feats, boxes = _inputs(2, 300, 12, 5, seed=4)
     boxes[0, 3, 0] += 1000.0  # a box far from every point: empty
+    near_a_face = (boundary_margin(points, boxes) < 1e-4).any(-1)  # where float32 and float64 may differ
+    points[near_a_face] += 1000.0
     p, f, q = points.to(dtype), feats.to(dtype), boxes.to(dtype)
-    if dtype == torch.float32:  # no point on a face, where float32 and float64 may differ
-        assert boundary_margin(p, q).min() > 1e-4
     pooled, empty = op(p, f, q, s)
     ref_pooled, ref_empty = roipoint_pool3d_reference(p, f, q, s)
     assert torch.equal(empty, ref_empty) and empty[0, 3] == 1 and (empty == 0).sum() > 15
@@ -162,11 +163,11 @@ def test_repeat_rule_and_truncation():
 
 def test_nonfinite():
     box = torch.tensor([[[0.0, 0.0, 0.0, 2.0, 2.0, 2.0, 0.0], [0.0, 0.0, 0.0, 2.0, 2.0, math.nan, 0.0]]])
-    points = torch.tensor([[[math.nan, 0, 1], [0.1, math.inf, 1], [0.2, 0, 1]]])
+    points = torch.tensor([[[math.nan, 0, 1], [0.1, math.inf, 1], [0.25, 0, 1]]])
     feats = torch.tensor([[[1.0], [2.0], [math.nan]]])
     pooled, empty = op(points, feats, box, 2)
     assert empty.tolist() == [[0, 1]]  # non-finite points and boxes hold nothing
-    assert pooled[0, 0, :, 0].tolist() == [0.2, 0.2] and pooled[0, 0, :, 3].isnan().all()  # features as they are
+    assert pooled[0, 0, :, 0].tolist() == [0.25, 0.25] and pooled[0, 0, :, 3].isnan().all()  # features as they are
     assert torch.equal(pooled[0, 1], torch.zeros(2, 4))
 
 
