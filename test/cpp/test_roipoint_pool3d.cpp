@@ -28,7 +28,7 @@ TEST(RoIPointPool3d, MmcvKnownVector) {
 }
 
 TEST(RoIPointPool3d, EmptyBoxAndErrors) {
-  const at::Tensor box = at::tensor({100.0, 0.0, 0.0, 1.0, 1.0, 1.0, 0.0}).reshape({1, 1, 7});
+  const at::Tensor box = at::tensor({100.0, 0.0, 0.0, 1.0, 1.0, 1.0, 0.0}, at::kFloat).reshape({1, 1, 7});
   const auto [pooled, empty] = mmops::roipoint_pool3d(at::zeros({1, 3, 3}), at::ones({1, 3, 2}), box, 5);
   EXPECT_TRUE(at::equal(pooled, at::zeros({1, 1, 5, 5})));
   EXPECT_EQ(empty.item<int>(), 1);
