@@ -55,6 +55,8 @@ SMALL_RUNS = {
     "group_points": ["--cases", "cpu_2x1024_c16_256x16", "--distributions", "ball"],
     # --- iou3d ---
     "iou3d": ["--cases", "boxes_iou_bev_clustered,boxes_overlap_bev_uniform,nms_bev_clustered", "--sizes", "100"],
+    # --- points_in_boxes, roiaware_pool3d, roipoint_pool3d ---
+    "box3d": ["--cases", "roiaware_pool3d_max", "--distributions", "objects"],
 }
 FIELDS = {"benchmark", "device", "op", "dtype", "case", "baseline", "times_ms", "ratios", "check"}
 

@@ -239,6 +239,8 @@ def _references():
         **_point_sampling_references(),
         # --- iou3d ---
         **_iou3d_references(),
+        # --- points_in_boxes, roiaware_pool3d, roipoint_pool3d ---
+        **_box3d_references(),
     }
 
 
@@ -264,6 +266,17 @@ def _iou3d_references():  # --- iou3d ---
         "mmops::boxes_iou_bev": lambda a, b: overlaps_ref(a, b, iou=True),
         "mmops::nms_bev": i3.nms_bev_ref,
         "mmops::nms_normal_bev": lambda b, s, t: nr.nms_ref(b, s, t, iou=aligned_iou_ref(b).tolist()),
+    }
+
+
+def _box3d_references():  # --- points_in_boxes, roiaware_pool3d, roipoint_pool3d ---
+    import box3d_reference as b3
+
+    return {
+        "mmops::points_in_boxes_part": b3.points_in_boxes_part_reference,
+        "mmops::points_in_boxes_all": b3.points_in_boxes_all_reference,
+        "mmops::roiaware_pool3d": b3.roiaware_pool3d_reference,
+        "mmops::roipoint_pool3d": b3.roipoint_pool3d_reference,
     }
 
 

@@ -57,6 +57,9 @@ _FUNCTION_ROUTES: List[Tuple[str, str, Any]] = [
     ("mmcv.ops.furthest_point_sample", "FurthestPointSamplingWithDist", _routes.furthest_point_sample_with_dist),
     ("mmcv.ops.gather_points", "GatherPoints", _routes.gather_points),
     ("mmcv.ops.group_points", "GroupingOperation", _routes.grouping_operation),
+    # --- roiaware_pool3d, roipoint_pool3d ---
+    ("mmcv.ops.roiaware_pool3d", "RoIAwarePool3dFunction", _routes.roiaware_pool3d),
+    ("mmcv.ops.roipoint_pool3d", "RoIPointPool3dFunction", _routes.roipoint_pool3d),
 ]
 # (mmcv module, class, method, replacement)
 _METHOD_ROUTES: List[Tuple[str, str, str, Any]] = [
@@ -73,6 +76,10 @@ _MODULE_FUNCTION_ROUTES: List[Tuple[str, str, Any]] = [
     ("mmcv.ops.iou3d", "boxes_iou_bev", _routes.boxes_iou_bev),
     ("mmcv.ops.iou3d", "nms_bev", _routes.nms_bev),
     ("mmcv.ops.iou3d", "nms_normal_bev", _routes.nms_normal_bev),
+    # --- points_in_boxes (mmcv's part / all need the current CUDA device; these run anywhere) ---
+    ("mmcv.ops.points_in_boxes", "points_in_boxes_part", _routes.points_in_boxes_part),
+    ("mmcv.ops.points_in_boxes", "points_in_boxes_all", _routes.points_in_boxes_all),
+    ("mmcv.ops.points_in_boxes", "points_in_boxes_cpu", _routes.points_in_boxes_cpu),
 ]
 
 _MISSING = object()

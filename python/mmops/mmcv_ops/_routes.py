@@ -304,3 +304,39 @@ def grouping_operation(*args: Any) -> Tensor:
 # --- iou3d (boxes_overlap_bev, boxes_iou_bev, nms_bev, nms_normal_bev) ---
 # mmops.iou3d's wrappers take mmcv's arguments: they replace mmcv's functions as they are.
 from ..iou3d import boxes_iou_bev, boxes_overlap_bev, nms_bev, nms_normal_bev  # noqa: E402,F401
+
+
+# --- points_in_boxes, roiaware_pool3d, roipoint_pool3d ---
+def points_in_boxes_part(points: Tensor, boxes: Tensor) -> Tensor:
+    return torch.ops.mmops.points_in_boxes_part(points, boxes)
+
+
+def points_in_boxes_all(points: Tensor, boxes: Tensor) -> Tensor:
+    return torch.ops.mmops.points_in_boxes_all(points, boxes)
+
+
+def points_in_boxes_cpu(points: Tensor, boxes: Tensor) -> Tensor:
+    """mmcv computes it in float32: so does this."""
+    return torch.ops.mmops.points_in_boxes_all(points.float(), boxes.float())
+
+
+_ROIAWARE_MODES = {0: "max", 1: "avg"}
+
+
+def roiaware_pool3d(
+    rois: Tensor, pts: Tensor, pts_feature: Tensor, out_size: Any, max_pts_per_voxel: int, mode: int
+) -> Tensor:
+    """mmcv's RoIAwarePool3dFunction.apply: mode 0 (max) or 1 (avg)."""
+    from mmops.roiaware_pool3d import roiaware_pool3d as run
+
+    if int(mode) not in _ROIAWARE_MODES:
+        raise ValueError(f"mmcv.ops.RoIAwarePool3d: mode must be 0 (max) or 1 (avg), got {mode}")
+    return run(rois, pts, pts_feature, out_size, int(max_pts_per_voxel), _ROIAWARE_MODES[int(mode)])
+
+
+def roipoint_pool3d(
+    points: Tensor, point_features: Tensor, boxes3d: Tensor, num_sampled_points: int = 512
+) -> "tuple[Tensor, Tensor]":
+    """mmcv's RoIPointPool3dFunction.apply (boxes3d viewed as [B, -1, 7] as mmcv does)."""
+    boxes = boxes3d.view(points.shape[0], -1, 7)
+    return torch.ops.mmops.roipoint_pool3d(points, point_features, boxes, int(num_sampled_points))
