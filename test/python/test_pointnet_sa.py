@@ -29,17 +29,18 @@ class SetAbstraction(torch.nn.Module):
     def __init__(self):
         super().__init__()
         torch.manual_seed(5)
+        self.npoint, self.radius, self.nsample = NPOINT, RADIUS, NSAMPLE  # TorchScript reads attributes
         self.mlp = torch.nn.Sequential(
             torch.nn.Conv2d(3, 16, 1), torch.nn.ReLU(), torch.nn.Conv2d(16, 32, 1), torch.nn.ReLU()
         )
 
     def forward(self, xyz: Tensor):
         xyz_t = xyz.transpose(1, 2).contiguous()
-        centre_idx = torch.ops.mmops.furthest_point_sample(xyz, NPOINT)
+        centre_idx = torch.ops.mmops.furthest_point_sample(xyz, self.npoint)
         centres = torch.ops.mmops.gather_points(xyz_t, centre_idx).transpose(1, 2).contiguous()
-        ball = torch.ops.mmops.ball_query(0.0, RADIUS, NSAMPLE, xyz, centres)
+        ball = torch.ops.mmops.ball_query(0.0, self.radius, self.nsample, xyz, centres)
         grouped = torch.ops.mmops.group_points(xyz_t, ball)  # [B, 3, NPOINT, NSAMPLE]
-        offsets = (grouped - centres.transpose(1, 2).unsqueeze(-1)) / RADIUS
+        offsets = (grouped - centres.transpose(1, 2).unsqueeze(-1)) / self.radius
         return centres, self.mlp(offsets).amax(dim=-1)
 
 
