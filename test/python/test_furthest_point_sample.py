@@ -36,12 +36,12 @@ def square_matrix(xyz):
 
 
 def _sample(device, dtype, size):
-    b, n, m = (2, 40, 9) if size == 0 else (3, 25, 6)
+    b, n, m = (2, 40, 7) if size == 0 else (3, 25, 7)  # m fixed: test_aoti exports one program
     return Sample((random_cloud(b, n, dtype=dtype, seed=size, device=device), m))
 
 
 def _dist_sample(device, dtype, size):
-    b, n, m = (2, 30, 9) if size == 0 else (3, 21, 6)
+    b, n, m = (2, 30, 7) if size == 0 else (3, 21, 7)
     return Sample((square_matrix(random_cloud(b, n, seed=size)).to(dtype=dtype, device=device), m))
 
 
