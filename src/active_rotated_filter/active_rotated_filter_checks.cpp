@@ -4,8 +4,8 @@
 #include "active_rotated_filter/active_rotated_filter_ops.h"
 
 #include "common/check_utils.h"
+#include "common/index_policy.h"
 
-#include <ATen/ops/aminmax.h>
 #include <c10/core/SymInt.h>
 
 #include <cstdint>
@@ -98,8 +98,7 @@ void check_active_rotated_filter_indices(const at::Tensor& indices, int64_t entr
   if (indices.numel() == 0) {
     return;
   }
-  const auto [lo, hi] = at::aminmax(indices.to(at::kLong));
-  const int64_t min = lo.item<int64_t>(), max = hi.item<int64_t>();
+  const auto [min, max] = index_value_range(indices.to(at::kLong));
   TORCH_CHECK(min >= 1 && max <= entries, kOp, "expected every value of indices in [1, ", entries,
               "] (orientations * kH * kW, 1-based as mmcv), but got values in [", min, ", ", max, "]");
 }

@@ -4,8 +4,8 @@
 #include "assign_score_withk/assign_score_withk_ops.h"
 
 #include "common/check_utils.h"
+#include "common/index_policy.h"
 
-#include <ATen/ops/aminmax.h>
 #include <c10/core/SymInt.h>
 
 #include <cstdint>
@@ -102,8 +102,7 @@ void check_assign_score_withk_indices(const at::Tensor& knn_idx, int64_t points)
   if (knn_idx.numel() == 0) {
     return;
   }
-  const auto [lo, hi] = at::aminmax(knn_idx);
-  const int64_t min = lo.item<int64_t>(), max = hi.item<int64_t>();
+  const auto [min, max] = index_value_range(knn_idx);
   TORCH_CHECK(min >= 0 && max < points, kOp, "expected every value of knn_idx in [0, ", points,
               ") (the rows of point_features), but got values in [", min, ", ", max, "]");
 }

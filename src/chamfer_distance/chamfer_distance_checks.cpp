@@ -4,8 +4,8 @@
 #include "chamfer_distance/chamfer_distance_ops.h"
 
 #include "common/check_utils.h"
+#include "common/index_policy.h"
 
-#include <ATen/ops/aminmax.h>
 #include <c10/core/SymInt.h>
 
 #include <cstdint>
@@ -85,8 +85,7 @@ void check_chamfer_distance_indices(const at::Tensor& idx1, const at::Tensor& id
     if (idx->numel() == 0) {
       continue;
     }
-    const auto [lo, hi] = at::aminmax(*idx);
-    const int64_t min = lo.item<int64_t>(), max = hi.item<int64_t>();
+    const auto [min, max] = index_value_range(*idx);
     TORCH_CHECK(min >= 0 && max < count, kOp, "expected every value of ", name, " in [0, ", count,
                 ") (the points of the other set), but got values in [", min, ", ", max, "]");
   }

@@ -2,6 +2,8 @@
 
 #include <mmops/config.h>
 
+#include <ATen/ops/aminmax.h>
+
 #ifdef MMOPS_WITH_CUDA
 #include <c10/cuda/CUDAGraphsC10Utils.h>
 #endif
@@ -22,6 +24,11 @@ bool should_validate_indices(const at::Tensor& data) {
     return true;
   }
   return data.is_cuda() && strict_index_check() && !stream_is_capturing();
+}
+
+std::pair<int64_t, int64_t> index_value_range(const at::Tensor& data) {
+  const auto [lo, hi] = at::aminmax(data);
+  return {lo.item<int64_t>(), hi.item<int64_t>()};
 }
 
 } // namespace detail

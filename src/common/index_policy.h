@@ -9,6 +9,9 @@
 
 #include <ATen/core/Tensor.h>
 
+#include <cstdint>
+#include <utility>
+
 namespace mmops {
 namespace detail {
 
@@ -19,6 +22,10 @@ bool should_validate_indices(const at::Tensor& data);
 // True while the current CUDA stream captures a graph (no sync allowed);
 // false without CUDA.
 bool stream_is_capturing();
+
+// The smallest and largest value of a non-empty integer tensor, for the range
+// checks of validated indices (one device-to-host copy for a CUDA tensor).
+std::pair<int64_t, int64_t> index_value_range(const at::Tensor& data);
 
 } // namespace detail
 } // namespace mmops

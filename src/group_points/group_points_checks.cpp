@@ -4,8 +4,8 @@
 #include "group_points/group_points_ops.h"
 
 #include "common/check_utils.h"
+#include "common/index_policy.h"
 
-#include <ATen/ops/aminmax.h>
 #include <c10/core/ScalarType.h>
 
 #include <cstdint>
@@ -122,8 +122,7 @@ void check_point_indices(const char* op, const at::Tensor& indices, int64_t n) {
   if (indices.numel() == 0) {
     return;
   }
-  const auto [lo, hi] = at::aminmax(indices);
-  const int64_t min = lo.item<int32_t>(), max = hi.item<int32_t>();
+  const auto [min, max] = index_value_range(indices);
   TORCH_CHECK(min >= 0 && max < n, op, "expected every value of indices in [0, ", n,
               ") (N points), but got values in [", min, ", ", max, "]");
 }

@@ -3,8 +3,8 @@
 #include "roiaware_pool3d/roiaware_pool3d_ops.h"
 
 #include "common/check_utils.h"
+#include "common/index_policy.h"
 
-#include <ATen/ops/aminmax.h>
 #include <c10/core/ScalarType.h>
 
 #include <cstdint>
@@ -113,8 +113,7 @@ void check_point_voxels(const at::Tensor& point_voxels, int64_t voxels) {
   if (point_voxels.numel() == 0) {
     return;
   }
-  const auto [lo, hi] = at::aminmax(point_voxels);
-  const int64_t low = lo.item<int64_t>(), high = hi.item<int64_t>();
+  const auto [low, high] = index_value_range(point_voxels);
   TORCH_CHECK(low >= -1 && high < voxels, kOp, "expected point_voxels in [-1, ", voxels, "), but got values in [", low,
               ", ", high, "]");
 }

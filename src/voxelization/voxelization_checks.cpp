@@ -4,9 +4,9 @@
 // symbolic).
 
 #include "common/check_utils.h"
+#include "common/index_policy.h"
 #include "voxelization/voxelization_ops.h"
 
-#include <ATen/ops/aminmax.h>
 #include <c10/core/ScalarType.h>
 #include <c10/core/SymBool.h>
 
@@ -162,22 +162,17 @@ void check_scatter_indices(const at::Tensor& point2voxel, const at::Tensor& coun
   const char* op = kDynamicScatterOp;
   const int64_t n = point2voxel.size(0);
   const int64_t m = count.size(0);
-  // [min, max] of t's values; t is not empty
-  auto value_range = [](const at::Tensor& t) {
-    const auto [lo, hi] = at::aminmax(t);
-    return std::make_pair(lo.item<int64_t>(), hi.item<int64_t>());
-  };
   if (n > 0) {
-    const auto [lo, hi] = value_range(point2voxel);
+    const auto [lo, hi] = index_value_range(point2voxel);
     TORCH_CHECK(lo >= -1 && hi < m, op, "expected point2voxel values in [-1, M = ", m, "), but got values in [", lo,
                 ", ", hi, "]");
   }
   if (m > 0) {
-    const int64_t lo = value_range(count).first;
+    const int64_t lo = index_value_range(count).first;
     TORCH_CHECK(lo >= 1, op, "expected voxel_points_count values >= 1, but got ", lo);
   }
   if (argmax.numel() > 0) {
-    const auto [lo, hi] = value_range(argmax);
+    const auto [lo, hi] = index_value_range(argmax);
     TORCH_CHECK(lo >= 0 && hi < n, op, "expected argmax values in [0, N = ", n, "), but got values in [", lo, ", ", hi,
                 "]");
   }
