@@ -2,7 +2,8 @@
 // Deterministic scatter-add as a gather: the positions that an index tensor
 // sends to each target, grouped and in ascending order, so that a backward
 // kernel can sum every target's contributions in one thread, in a fixed order,
-// without floating-point atomics (chamfer_distance, assign_score_withk).
+// without floating-point atomics (chamfer_distance, assign_score_withk,
+// three_interpolate, gather_points / group_points).
 
 #include <ATen/core/Tensor.h>
 

@@ -2,20 +2,18 @@
 // Forward: a thread per (batch, k) reads its index once and copies
 // kChannelsPerThread channels; a warp writes 32 consecutive k of a channel
 // row (coalesced). Backward, deterministic without float atomics: the indices
-// of each batch element are sorted stably (at::sort; equal indices keep their
-// order of k) and cut into one range per feature point (at::searchsorted);
-// a thread per (batch, point) then sums its range in increasing k, the order
-// the CPU kernel adds in, so CUDA and CPU agree bitwise. No host sync.
+// are grouped by feature point with group_by_index (equal indices keep their
+// order of k); a thread per (batch, point) then sums its range in increasing k,
+// the order the CPU kernel adds in, so CUDA and CPU agree bitwise. No host sync.
 // half/bfloat16 accumulate in float. 64-bit offsets.
 
 #include "group_points/group_points_kernels.h"
 
+#include "common/index_segments.h"
+
 #include <ATen/Dispatch.h>
 #include <ATen/OpMathType.h>
-#include <ATen/ops/arange.h>
 #include <ATen/ops/empty.h>
-#include <ATen/ops/searchsorted.h>
-#include <ATen/ops/sort.h>
 #include <ATen/ops/zeros.h>
 #include <c10/cuda/CUDAException.h>
 #include <c10/cuda/CUDAGuard.h>
@@ -58,25 +56,26 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
-// grad[b, c, p] = sum over j in [bounds[b, p], bounds[b, p + 1]) of grad_output[b, c, order[b, j]].
+// grad[b, c, p] = sum over j in [offsets[b * n + p], offsets[b * n + p + 1]) of
+// grad_output[b, c, k], k = order[j] - b * k_count (group_by_index's flat positions).
 template <typename scalar_t, typename acc_t>
 __global__ void __launch_bounds__(kThreads)
     gather_backward_kernel(const scalar_t* __restrict__ grad_output, const int64_t* __restrict__ order,
-                           const int64_t* __restrict__ bounds, int64_t channels, int64_t n, int64_t k_count,
+                           const int64_t* __restrict__ offsets, int64_t channels, int64_t n, int64_t k_count,
                            int64_t tiles, int64_t chunks, scalar_t* __restrict__ grad) {
   const Tile t = tile_of(tiles, chunks);
   if (t.position >= n) {
     return;
   }
-  const int64_t begin = bounds[t.batch * (n + 1) + t.position];
-  const int64_t end = bounds[t.batch * (n + 1) + t.position + 1];
-  const int64_t* ks = order + t.batch * k_count;
+  const int64_t begin = offsets[t.batch * n + t.position];
+  const int64_t end = offsets[t.batch * n + t.position + 1];
+  const int64_t first_k = t.batch * k_count;
   const int64_t c_end = t.channel0 + kChannelsPerThread < channels ? t.channel0 + kChannelsPerThread : channels;
   for (int64_t c = t.channel0; c < c_end; ++c) {
     const int64_t row = t.batch * channels + c;
     acc_t sum = acc_t(0);
     for (int64_t j = begin; j < end; ++j) {
-      sum += static_cast<acc_t>(grad_output[row * k_count + ks[j]]);
+      sum += static_cast<acc_t>(grad_output[row * k_count + (order[j] - first_k)]);
     }
     grad[row * n + t.position] = static_cast<scalar_t>(sum);
   }
@@ -125,10 +124,8 @@ at::Tensor gather_points_backward_cuda(const at::Tensor& grad_output_, const at:
     return at::zeros({batch, channels, n}, grad_output.options());
   }
   at::Tensor grad = at::empty({batch, channels, n}, grad_output.options());
-  // Stable: equal indices keep increasing k. Out-of-range ones fall outside every range.
-  const auto [sorted, order] = at::sort(indices, /*stable=*/true, /*dim=*/1, /*descending=*/false);
-  const at::Tensor points = at::arange(n + 1, indices.options()).expand({batch, n + 1}).contiguous();
-  const at::Tensor bounds = at::searchsorted(sorted, points); // int64 [B, n + 1]
+  // Equal indices keep increasing k; out-of-range ones belong to no point.
+  const IndexSegments segments = group_by_index(indices, n);
   int64_t tiles = 0, chunks = 0;
   const int64_t blocks = grid_of("mmops::gather_points backward: ", batch, n, channels, tiles, chunks);
   AT_DISPATCH_FLOATING_TYPES_AND2(
@@ -136,8 +133,8 @@ at::Tensor gather_points_backward_cuda(const at::Tensor& grad_output_, const at:
         using acc_t = at::opmath_type<scalar_t>;
         gather_backward_kernel<scalar_t, acc_t>
             <<<static_cast<unsigned>(blocks), kThreads, 0, c10::cuda::getCurrentCUDAStream()>>>(
-                grad_output.const_data_ptr<scalar_t>(), order.const_data_ptr<int64_t>(),
-                bounds.const_data_ptr<int64_t>(), channels, n, k_count, tiles, chunks,
+                grad_output.const_data_ptr<scalar_t>(), segments.order.const_data_ptr<int64_t>(),
+                segments.offsets.const_data_ptr<int64_t>(), channels, n, k_count, tiles, chunks,
                 grad.mutable_data_ptr<scalar_t>());
         C10_CUDA_KERNEL_LAUNCH_CHECK();
       });

@@ -83,7 +83,9 @@ TEST(ChamferDistance, CudaMatchesCpu) {
   at::manual_seed(2);
   const at::Tensor a0 = at::rand({3, 700, 2}) * 20, b0 = at::rand({3, 600, 2}) * 20;
   for (auto dtype : {at::kFloat, at::kDouble, at::kHalf, at::kBFloat16}) {
-    const at::Tensor ah = a0.to(dtype).requires_grad_(true), ac = a0.to(dtype).cuda().requires_grad_(true);
+    // detach: to() returns a0 itself for float, which must stay a leaf without grad
+    const at::Tensor ah = a0.to(dtype).detach().requires_grad_(true),
+                     ac = a0.to(dtype).cuda().detach().requires_grad_(true);
     const auto oh = mmops::chamfer_distance(ah, b0.to(dtype)), oc = mmops::chamfer_distance(ac, b0.to(dtype).cuda());
     EXPECT_TRUE(at::equal(std::get<0>(oc).cpu(), std::get<0>(oh))) << dtype;
     EXPECT_TRUE(at::equal(std::get<2>(oc).cpu(), std::get<2>(oh))) << dtype;
