@@ -114,7 +114,7 @@ TEST(AssignScoreWithK, CudaMatchesCpu) {
   for (auto dtype : {at::kFloat, at::kDouble, at::kHalf, at::kBFloat16}) {
     std::vector<at::Tensor> host, device;
     for (const at::Tensor& t : {in.scores, in.points, in.centers}) {
-      host.push_back(t.to(dtype).detach().requires_grad_(true));  // detach: to() may alias t
+      host.push_back(t.to(dtype).detach().requires_grad_(true)); // detach: to() may alias t
       device.push_back(t.to(dtype).cuda().detach().requires_grad_(true));
     }
     const at::Tensor oh = mmops::assign_score_withk(host[0], host[1], host[2], in.knn);
