@@ -92,7 +92,9 @@ def _chunks(b, m, n):
 
 
 def ball_query_composite(min_r, max_r, samples, xyz, centres):
-    """The first `samples` points of every ball in index order: masked indices, smallest k."""
+    """The first `samples` points of every ball in index order: a running count of the
+    points inside places each of the first `samples` at its slot (the rest go to a
+    spare slot that is dropped); empty slots repeat the first point (0 if none)."""
     b, m, n = centres.shape[0], centres.shape[1], xyz.shape[1]
     step, _ = _chunks(b, m, n)
     out = []
@@ -100,8 +102,10 @@ def ball_query_composite(min_r, max_r, samples, xyz, centres):
     for s in range(0, m, step):
         d2 = _squared(centres[:, s : s + step], xyz)
         inside = (d2 == 0) | ((d2 >= min_r * min_r) & (d2 < max_r * max_r))
-        key = torch.where(inside, arange, n)
-        idx = key.topk(samples, dim=-1, largest=False, sorted=True).values
+        rank = inside.cumsum(-1, dtype=torch.int32)
+        slot = torch.where(inside & (rank <= samples), rank - 1, samples).long()
+        idx = torch.full((*slot.shape[:2], samples + 1), n, dtype=torch.long, device=xyz.device)
+        idx = idx.scatter_(-1, slot, arange.expand_as(slot))[..., :samples]
         first = idx[..., :1]
         idx = torch.where(idx == n, torch.where(first == n, 0, first), idx)
         out.append(idx.int())

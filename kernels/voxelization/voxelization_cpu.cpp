@@ -110,8 +110,8 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> hard_voxelize_cpu(const at::Tenso
 
 ScatterResult dynamic_scatter_forward_cpu(const at::Tensor& feats_in, const at::Tensor& coors, ScatterReduce reduce) {
   const at::Tensor feats = feats_in.contiguous();
-  VoxelGroups groups;
-  ScatterResult r = plan_scatter(feats, coors, reduce, groups);
+  const VoxelGroups groups = group_by_coordinates(coors);
+  ScatterResult r = plan_scatter(feats, reduce, groups);
   const int64_t m = r.voxel_feats.size(0);
   const int64_t channels = feats.size(1);
   const int64_t* order = groups.order.const_data_ptr<int64_t>();

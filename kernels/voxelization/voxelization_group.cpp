@@ -1,5 +1,6 @@
 // group_by_coordinates: the grouping of dynamic_scatter, in ATen ops on the
-// tensors' device (CPU and CUDA share it).
+// tensors' device (the CPU's; CUDA packs a row into one key and takes this
+// path only for rows too wide for it).
 //
 // The rows are sorted lexicographically by stable sorts of int64 keys, two
 // int32 columns per key (31 bits each: kept rows are non-negative), least
@@ -67,9 +68,7 @@ VoxelGroups group_by_coordinates(const at::Tensor& coors_in) {
   return {order, starts, point2voxel, counts, rows.index_select(0, head_positions)};
 }
 
-ScatterResult plan_scatter(const at::Tensor& feats, const at::Tensor& coors, ScatterReduce reduce,
-                           VoxelGroups& groups) {
-  groups = group_by_coordinates(coors);
+ScatterResult plan_scatter(const at::Tensor& feats, ScatterReduce reduce, const VoxelGroups& groups) {
   const int64_t m = groups.voxel_coors.size(0);
   const int64_t channels = feats.size(1);
   const int64_t argmax_rows = reduce == ScatterReduce::Max ? m : 0;

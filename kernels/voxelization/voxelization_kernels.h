@@ -31,8 +31,10 @@ struct ScatterResult {
 namespace kernels {
 
 // The points of every voxel: coors [N, D] int32, rows with a negative value
-// dropped. order [V] int64: the kept points, by voxel (increasing rows), then
-// by point index; starts [M + 1] int64: voxel v owns order[starts[v], starts[v + 1]);
+// dropped. order int64: the V kept points first, by voxel (increasing rows),
+// then by point index (group_by_coordinates gives [V], the CUDA grouping [N],
+// the dropped points last); starts [M + 1] int64: voxel v owns
+// order[starts[v], starts[v + 1]);
 // point2voxel [N] int32; counts [M] int32; voxel_coors [M, D] int32. ATen ops
 // on the tensors' device (one host sync: M).
 struct VoxelGroups {
@@ -44,10 +46,10 @@ struct VoxelGroups {
 };
 VoxelGroups group_by_coordinates(const at::Tensor& coors);
 
-// dynamic_scatter's forward before the reduction: the groups of coors, and the
-// result with voxel_feats and argmax allocated (not filled) for feats [N, C]
-// (contiguous) and the rest filled.
-ScatterResult plan_scatter(const at::Tensor& feats, const at::Tensor& coors, ScatterReduce reduce, VoxelGroups& groups);
+// dynamic_scatter's forward before the reduction: the result with voxel_feats
+// and argmax allocated (not filled) for feats [N, C] (contiguous), the rest
+// taken from the groups of coors.
+ScatterResult plan_scatter(const at::Tensor& feats, ScatterReduce reduce, const VoxelGroups& groups);
 
 // coors [N, 3] int32 (z, y, x), a row of -1 for a point out of range.
 at::Tensor dynamic_voxelize_cpu(const at::Tensor& points, const VoxelGrid& grid);

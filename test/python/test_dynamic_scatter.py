@@ -362,6 +362,20 @@ def test_cuda_matches_cpu_large(reduce, dtype):
 
 
 @pytest.mark.cuda
+@pytest.mark.parametrize("columns,high", [(3, 2**20), (2, 2**31 - 1), (3, 2**31 - 1), (9, 3)])
+def test_cuda_grouping_matches_cpu_for_any_key_width(columns, high):
+    """CUDA packs a row into one key of the columns' bits (60 and 62 bits here) and
+    groups rows too wide for it (93 bits, 9 columns) with the CPU's sorts."""
+    coors = random_coors(3000, columns=columns, high=high, seed=5)
+    coors = torch.cat([coors, coors[:1500]])  # voxels of several points
+    feats = random_feats(coors.shape[0], 3, seed=6)
+    cpu = torch.ops.mmops._dynamic_scatter_forward(feats, coors, "max")
+    gpu = torch.ops.mmops._dynamic_scatter_forward(feats.cuda(), coors.cuda(), "max")
+    for got, expected in zip(gpu, cpu):
+        assert torch.equal(got.cpu(), expected)
+
+
+@pytest.mark.cuda
 def test_cuda_backward_guards_bad_indices_without_strict_mode():
     feats, coors = random_feats(10, 2, device="cuda"), random_coors(10, high=2, dropped=0, device="cuda")
     out, _, p2v, count, argmax = torch.ops.mmops._dynamic_scatter_forward(feats, coors, "mean")
