@@ -13,6 +13,7 @@
 #    option and then hashes the build directory into every .cu key, so without it
 #    each new build directory misses every .cu file. mmops' CUDA flags carry no
 #    host debug info; -lineinfo names the sources relative to the build dir.
+# C/C++ also get the sloppiness that lets ccache cache precompiled headers.
 option(MMOPS_USE_CCACHE "Compile through ccache when it is installed" ON)
 
 if(MMOPS_USE_CCACHE)
@@ -34,6 +35,12 @@ if(MMOPS_USE_CCACHE AND MMOPS_CCACHE)
   set(_mmops_cuda_env ${_mmops_ccache_env})
   if(NOT DEFINED ENV{CCACHE_HASHDIR} AND NOT DEFINED ENV{CCACHE_NOHASHDIR})
     list(APPEND _mmops_cuda_env "CCACHE_NOHASHDIR=1")
+  endif()
+  # the C++ tests' precompiled header (MMOPS_PRECOMPILED_HEADERS) is cached only
+  # with these sloppiness settings (ccache's documented ones for PCH)
+  _mmops_ccache_config(sloppiness _mmops_sloppiness)
+  if(_mmops_sloppiness STREQUAL "" AND NOT DEFINED ENV{CCACHE_SLOPPINESS})
+    list(APPEND _mmops_ccache_env "CCACHE_SLOPPINESS=pch_defines,time_macros,include_file_mtime,include_file_ctime")
   endif()
 
   set(_mmops_launched "")
