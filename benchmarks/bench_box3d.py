@@ -18,9 +18,11 @@ points of a box or voxel in index order by a stable sort on (box, voxel) keys;
 scatter_reduce (amax / sum) for the pooling, differentiable by autograd. Every row is first
 checked against the composite in float64 on the same inputs: the fraction of differing
 flags (points within rounding of a face may differ) or the max relative error. The
-pooling rows of 16-bit inputs are checked against the composite in float32, the
-arithmetic of the kernels: in float64 a point on a cell face of the coarse 16-bit grid
-can land in the other cell, and one such point moves a max by its whole value.
+pooling rows of 16-bit inputs count the fraction of output rows (a voxel's or a sample's
+channels) that differ by more than 1e-2: on the coarse 16-bit grid some points sit
+exactly on a cell face, where the last bit of the box-frame arithmetic (which differs
+between CPU, CUDA and the composite) picks the cell, and one such point moves a max by
+its whole value.
 """
 
 from __future__ import annotations
@@ -67,6 +69,7 @@ CPU_CASES = [
 ]
 TOLERANCE = {torch.float32: 1e-5, torch.float64: 1e-12}  # 16-bit: 1e-2
 FLAG_TOLERANCE = 1e-4  # fraction of flags that may differ (points within rounding of a face)
+ROW_TOLERANCE = 1e-3  # 16-bit pooling: fraction of output rows that may differ (points on a cell face)
 
 
 # ----------------------------------------------------------------------------- inputs
@@ -154,6 +157,13 @@ def roipoint_composite(points, feats, boxes, samples):
 # ----------------------------------------------------------------------------- bench
 
 
+def differing_rows(out, ref) -> float:
+    """The fraction of rows (last dimension) where out and ref differ by > 1e-2 (1 + |ref|)."""
+    ref = ref.double()
+    far = (out.double() - ref).abs() > 1e-2 * (1 + ref.abs())
+    return far.reshape(-1, far.shape[-1]).any(-1).double().mean().item()
+
+
 def _calls(case: Case, points, boxes, feats):
     """(mmops call, composite call, differentiable feature tensor or None, flags: bool)."""
     ops = torch.ops.mmops
@@ -190,13 +200,13 @@ def bench(case: Case, distribution: str, dtype_name: str, run, timer, problems) 
         row.check = "ERROR"
         problems.append(f"{case.name} {distribution} {dtype_name}: mmops raised {type(exc).__name__}: {exc}")
         return row
-    # the composite on the rounded inputs, in float64; for 16-bit inputs in float32, the
-    # kernels' arithmetic: a point within a rounding of a cell face lands in the same cell
-    ref_dtype = torch.float32 if dtype.itemsize == 2 and not flags else torch.float64
-    ref = _calls(case, p64.to(dtype).to(ref_dtype), b64.to(dtype).to(ref_dtype), f64.to(dtype).to(ref_dtype))[1]()
+    ref = _calls(case, p64.to(dtype).double(), b64.to(dtype).double(), f64.to(dtype).double())[1]()
     if flags:
         err, tol = (out != ref).double().mean().item(), FLAG_TOLERANCE
         row.check = f"differ {err:.1e}"
+    elif dtype.itemsize == 2:
+        err, tol = differing_rows(out.detach(), ref.detach()), ROW_TOLERANCE
+        row.check = f"rows differ {err:.1e}"
     else:
         err, tol = rel_err(out.detach(), ref.detach()), TOLERANCE.get(dtype, 1e-2)
         row.check = f"rel err {err:.1e}"

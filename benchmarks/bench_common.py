@@ -40,6 +40,8 @@ Timing:
   CUDA: CUDA events around each iteration after warm-up, median.
   CPU:  time.perf_counter around each iteration after warm-up, median,
         torch.get_num_threads() threads.
+  A call slower than 50 ms in its first two warm-ups (a slow composite) gets
+  those as its warm-up and as many iterations as fit in about a second, at least 2.
 
 ratio = baseline ms / mmops ms (> 1 means mmops is faster).
 
@@ -65,17 +67,40 @@ class Timer:
     CUDA: CUDA events around each call. CPU: time.perf_counter around each call.
     """
 
+    SLOW_MS = 50.0  # a call this slow is timed within about SLOW_BUDGET_MS
+    SLOW_BUDGET_MS = 1000.0
+
     def __init__(self, device: torch.device, iters: int, warmup: int) -> None:
         self.device, self.iters, self.warmup = device, iters, warmup
 
+    def _timed_once(self, fn: Callable[[], object]) -> float:
+        """Wall milliseconds of one call, synchronised."""
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+        t0 = time.perf_counter()
+        fn()
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+        return (time.perf_counter() - t0) * 1e3
+
     def __call__(self, fn: Callable[[], object]) -> float:
         """Median milliseconds of one call of fn."""
-        for _ in range(self.warmup):
+        iters, warmup = self.iters, self.warmup
+        # a slow first call may be one-time set-up (lazy module loading): the second decides
+        checks = min(warmup, 2)
+        for i in range(checks):
+            call_ms = self._timed_once(fn)
+            warmup -= 1
+            if call_ms <= self.SLOW_MS:
+                break
+            if i == checks - 1:
+                warmup, iters = 0, max(2, min(iters, int(self.SLOW_BUDGET_MS / call_ms)))
+        for _ in range(warmup):
             fn()
         if self.device.type == "cuda":
             torch.cuda.synchronize(self.device)
             events = [
-                (torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(self.iters)
+                (torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(iters)
             ]
             for start, end in events:
                 start.record()
@@ -85,7 +110,7 @@ class Timer:
             times = [start.elapsed_time(end) for start, end in events]
         else:
             times = []
-            for _ in range(self.iters):
+            for _ in range(iters):
                 t0 = time.perf_counter()
                 fn()
                 times.append((time.perf_counter() - t0) * 1e3)
