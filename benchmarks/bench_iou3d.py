@@ -43,18 +43,20 @@ SIZES = ListOption("sizes", None, [4000], [200], convert=int)
 
 
 def inputs(op: str, n: int, distribution: str, device, dtype, seed: int):
-    """(the op's boxes, the same as (cx, cy, w, h, angle) for the composite, scores);
-    nms_normal_bev's composite boxes have angle 0 (its axis-aligned IoU)."""
+    """(the op's boxes, the same as (cx, cy, w, h, angle) in float64 for the composite,
+    scores); nms_normal_bev's composite boxes have angle 0 (its axis-aligned IoU)."""
     rotated, scores = make_rotated(n, distribution, device, dtype, seed=seed)
     if op == "boxes_overlap_bev":  # (x, y, z, dx, dy, dz, heading)
         z = torch.zeros_like(rotated[:, :1])
-        return torch.cat([rotated[:, :2], z, rotated[:, 2:4], z + 1, rotated[:, 4:]], 1), rotated, scores
+        return torch.cat([rotated[:, :2], z, rotated[:, 2:4], z + 1, rotated[:, 4:]], 1), rotated.double(), scores
     half = rotated[:, 2:4] / 2  # (x1, y1, x2, y2, ry)
     boxes = torch.cat([rotated[:, :2] - half, rotated[:, :2] + half, rotated[:, 4:]], 1)
-    # the composite sees what the op computes on: the rounded boxes, converted (in float64)
+    # the composite sees what the op computes on: the rounded boxes, converted in float64
+    # (rounding the centres back to 16 bits would move 16-bit boxes by up to a rounding
+    # step of their coordinates, ~8 at 1000 in bfloat16; the ops convert in float)
     x1, y1, x2, y2, ry = boxes.double().unbind(1)
     rotated = torch.stack([(x1 + x2) / 2, (y1 + y2) / 2, x2 - x1, y2 - y1, ry * (op != "nms_normal_bev")], 1)
-    return boxes, rotated.to(dtype), scores
+    return boxes, rotated, scores
 
 
 def overlap_composite(op: str, a, b):
@@ -99,7 +101,8 @@ def check(case: Case, boxes, rotated, scores, out, problems) -> str:
 
 def bench(case: Case, size: int, dtype_name: str, run, timer, problems) -> FwdBwdRow:
     dtype = DTYPES[dtype_name]
-    boxes, rotated, scores = inputs(case.op, size, case.distribution, run.device, dtype, seed=size)
+    boxes, rotated64, scores = inputs(case.op, size, case.distribution, run.device, dtype, seed=size)
+    rotated = rotated64.to(dtype)  # the composite's timed input
     shape = f"{size}x{size}" if case.op.startswith("boxes") else str(size)
     row = FwdBwdRow((case.op, case.distribution, shape, dtype_name))
     mm = mmops_call(case.op, boxes, scores)
@@ -109,7 +112,7 @@ def bench(case: Case, size: int, dtype_name: str, run, timer, problems) -> FwdBw
         row.check = "ERROR"
         problems.append(f"{case.name} {size} {dtype_name}: mmops raised {type(exc).__name__}: {exc}")
         return row
-    row.check = check(case, boxes, rotated, scores, out, problems)
+    row.check = check(case, boxes, rotated64, scores, out, problems)
     del out
     row.mm_fwd = timer(mm)
     if case.op.startswith("nms"):
