@@ -56,6 +56,25 @@ The exit code is 1 when a correctness check fails or mmops raises, else 0
 """
 
 
+def mmcv_anchor() -> Tuple[Optional[Any], str]:
+    """(mmcv's own CUDA kernels as the `mmcv_anchor` module, or None; a note for the header).
+
+    The anchor is mmcv's CUDA source built as a small extension (a baseline, never part
+    of mmops): the folder that holds mmcv_anchor.py comes from $MMOPS_MMCV_ANCHOR, else
+    the module must already be importable. It is CUDA only."""
+    import importlib
+    import os
+
+    folder = os.environ.get("MMOPS_MMCV_ANCHOR")
+    if folder and folder not in sys.path:
+        sys.path.insert(0, folder)
+    try:
+        module = importlib.import_module("mmcv_anchor")
+    except Exception as exc:  # not built here, or built for another torch
+        return None, f"mmcv column skipped: mmcv_anchor not importable ({type(exc).__name__}: {exc})"
+    return module, f"mmcv {module.MMCV_VERSION} ({module.MMCV_COMMIT[:8]}) CUDA kernels via mmcv_anchor"
+
+
 def torchvision_op(name: str) -> Optional[Callable]:
     """torchvision.ops.<name>, or None when torchvision is not installed."""
     return getattr(torchvision.ops, name) if torchvision is not None else None
