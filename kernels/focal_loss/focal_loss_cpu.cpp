@@ -1,6 +1,7 @@
 // CPU kernels of the focal losses: parallel over rows. Reductions sum fixed
 // chunks of rows in parallel (double), then the chunk sums in order, so the
-// result does not depend on the number of threads.
+// result does not depend on the number of threads. The softmax loss takes the
+// rows' log-softmax from ATen (vectorised), then adds its per-row terms.
 
 #include "focal_loss/focal_loss_kernels.h"
 
@@ -8,6 +9,8 @@
 #include <ATen/OpMathType.h>
 #include <ATen/Parallel.h>
 #include <ATen/ops/empty.h>
+#include <ATen/ops/exp.h>
+#include <ATen/ops/log_softmax.h>
 #include <ATen/ops/scalar_tensor.h>
 
 #include <algorithm>
@@ -132,34 +135,25 @@ at::Tensor sigmoid_backward(const FocalInputs& in, const FocalLossParams& p) {
   return grad;
 }
 
-// log-softmax of the target class of row n: (max, log(sum exp(x - max))).
-template <typename scalar_t, typename acc_t>
-inline void row_stats(const scalar_t* xr, int64_t classes, acc_t& mx, acc_t& log_sum) {
-  mx = static_cast<acc_t>(xr[0]);
-  for (int64_t c = 1; c < classes; ++c) {
-    const acc_t v = static_cast<acc_t>(xr[c]);
-    mx = (v > mx || v != v) ? v : mx;
-  }
-  acc_t s = acc_t(0);
-  for (int64_t c = 0; c < classes; ++c) {
-    s += exp_of(static_cast<acc_t>(xr[c]) - mx);
-  }
-  log_sum = log_of(s);
+// The log-softmax of every row in the compute type: ATen's vectorised CPU
+// kernel, which a scalar exp per logit cannot match (the focal terms below
+// are a handful of operations a row).
+inline at::Tensor row_log_softmax(const at::Tensor& input) {
+  return at::log_softmax(input, 1, at::toOpMathType(input.scalar_type())).contiguous();
 }
 
 template <typename scalar_t>
 at::Tensor softmax_forward(const FocalInputs& in, const FocalLossParams& p) {
   using acc_t = at::opmath_type<scalar_t>;
   const FocalRows<scalar_t> r(in, p);
+  const at::Tensor log_probs = row_log_softmax(in.input);
+  const acc_t* lp = log_probs.const_data_ptr<acc_t>();
   auto row_loss = [&](int64_t n) -> acc_t {
     const int64_t tn = r.t[n];
     if (!valid_softmax_target(tn, r.classes)) {
       return acc_t(0);
     }
-    acc_t mx, log_sum;
-    row_stats(r.x + n * r.classes, r.classes, mx, log_sum);
-    const acc_t log_p = static_cast<acc_t>(r.x[n * r.classes + tn]) - mx - log_sum;
-    return softmax_focal_loss(log_p, r.gamma, r.alpha) * r.class_weight(tn);
+    return softmax_focal_loss(lp[n * r.classes + tn], r.gamma, r.alpha) * r.class_weight(tn);
   };
   if (p.reduction == Reduction::None) {
     at::Tensor out = at::empty({r.rows}, in.input.options());
@@ -174,11 +168,16 @@ at::Tensor softmax_forward(const FocalInputs& in, const FocalLossParams& p) {
   return reduce_rows(in.input, p, row_loss);
 }
 
+// d loss / d x[n, c] = factor[n] * ([c == t] - p[n, c]).
 template <typename scalar_t>
 at::Tensor softmax_backward(const FocalInputs& in, const FocalLossParams& p) {
   using acc_t = at::opmath_type<scalar_t>;
   const FocalRows<scalar_t> r(in, p);
   at::Tensor grad = at::empty({r.rows, r.classes}, in.input.options());
+  const at::Tensor log_probs = row_log_softmax(in.input);
+  const at::Tensor probs = at::exp(log_probs); // vectorised too
+  const acc_t* lp = log_probs.const_data_ptr<acc_t>();
+  const acc_t* pr = probs.const_data_ptr<acc_t>();
   const scalar_t* go = in.grad_output.const_data_ptr<scalar_t>();
   const bool elementwise = p.reduction == Reduction::None;
   const acc_t scale = static_cast<acc_t>(reduction_scale(p, r.rows));
@@ -191,16 +190,14 @@ at::Tensor softmax_backward(const FocalInputs& in, const FocalLossParams& p) {
         std::fill(gr, gr + r.classes, scalar_t(0));
         continue;
       }
-      const scalar_t* xr = r.x + n * r.classes;
-      acc_t mx, log_sum;
-      row_stats(xr, r.classes, mx, log_sum);
-      const acc_t log_p = static_cast<acc_t>(xr[tn]) - mx - log_sum;
+      const acc_t* pn = pr + n * r.classes;
+      const acc_t log_p = lp[n * r.classes + tn];
       const acc_t factor = softmax_focal_factor(log_p, r.gamma, r.alpha) * r.class_weight(tn) *
                            static_cast<acc_t>(go[elementwise ? n : 0]) * scale;
       for (int64_t c = 0; c < r.classes; ++c) {
-        const acc_t pc = exp_of(static_cast<acc_t>(xr[c]) - mx - log_sum);
-        gr[c] = static_cast<scalar_t>(factor * ((c == tn ? acc_t(1) : acc_t(0)) - pc));
+        gr[c] = static_cast<scalar_t>(-factor * pn[c]);
       }
+      gr[tn] = static_cast<scalar_t>(factor * (acc_t(1) - pn[tn]));
     }
   });
   return grad;
