@@ -1,15 +1,18 @@
 // CPU kernels of the focal losses: parallel over rows. Reductions sum fixed
 // chunks of rows in parallel (double), then the chunk sums in order, so the
-// result does not depend on the number of threads. The softmax loss takes the
-// rows' log-softmax from ATen (vectorised), then adds its per-row terms.
+// result does not depend on the number of threads. The transcendental parts
+// come from ATen's vectorised kernels (sigmoid: exp(-|x|) and its log1p;
+// softmax: the rows' log-softmax); the focal terms are computed here.
 
 #include "focal_loss/focal_loss_kernels.h"
 
 #include <ATen/Dispatch.h>
 #include <ATen/OpMathType.h>
 #include <ATen/Parallel.h>
+#include <ATen/ops/abs.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/exp.h>
+#include <ATen/ops/log1p.h>
 #include <ATen/ops/log_softmax.h>
 #include <ATen/ops/scalar_tensor.h>
 
@@ -72,10 +75,32 @@ struct FocalRows {
   acc_t class_weight(int64_t tn) const { return (w && tn < classes) ? static_cast<acc_t>(w[tn]) : acc_t(1); }
 };
 
+// exp(-|x|) and log1p of it for every logit, in the compute type, from ATen's
+// vectorised kernels: the transcendental part of sigmoid_parts (the rest is
+// a few arithmetic operations per logit).
+template <typename acc_t>
+struct SigmoidTerms {
+  at::Tensor exp_neg_abs, log1p_exp;
+  const acc_t* e;
+  const acc_t* l;
+
+  explicit SigmoidTerms(const at::Tensor& input)
+      : exp_neg_abs(at::exp(at::abs(input.to(at::toOpMathType(input.scalar_type()))).neg_()).contiguous()),
+        log1p_exp(at::log1p(exp_neg_abs).contiguous()),
+        e(exp_neg_abs.const_data_ptr<acc_t>()),
+        l(log1p_exp.const_data_ptr<acc_t>()) {}
+
+  SigmoidParts<acc_t> parts(acc_t x, int64_t i) const { return sigmoid_parts(x, e[i], l[i]); }
+};
+
 template <typename scalar_t>
 at::Tensor sigmoid_forward(const FocalInputs& in, const FocalLossParams& p) {
   using acc_t = at::opmath_type<scalar_t>;
   const FocalRows<scalar_t> r(in, p);
+  const SigmoidTerms<acc_t> terms(in.input);
+  auto loss = [&](int64_t i, bool positive) {
+    return sigmoid_focal_loss(terms.parts(static_cast<acc_t>(r.x[i]), i), positive, r.gamma, r.alpha);
+  };
   if (p.reduction == Reduction::None) {
     at::Tensor out = at::empty({r.rows, r.classes}, in.input.options());
     scalar_t* o = out.mutable_data_ptr<scalar_t>();
@@ -86,9 +111,7 @@ at::Tensor sigmoid_forward(const FocalInputs& in, const FocalLossParams& p) {
         const acc_t wn = valid ? r.class_weight(tn) : acc_t(0);
         for (int64_t c = 0; c < r.classes; ++c) {
           const int64_t i = n * r.classes + c;
-          const acc_t l =
-              valid ? sigmoid_focal_loss(static_cast<acc_t>(r.x[i]), tn == c, r.gamma, r.alpha) * wn : acc_t(0);
-          o[i] = static_cast<scalar_t>(l);
+          o[i] = static_cast<scalar_t>(valid ? loss(i, tn == c) * wn : acc_t(0));
         }
       }
     });
@@ -101,7 +124,7 @@ at::Tensor sigmoid_forward(const FocalInputs& in, const FocalLossParams& p) {
     }
     acc_t row = acc_t(0);
     for (int64_t c = 0; c < r.classes; ++c) {
-      row += sigmoid_focal_loss(static_cast<acc_t>(r.x[n * r.classes + c]), tn == c, r.gamma, r.alpha);
+      row += loss(n * r.classes + c, tn == c);
     }
     return row * r.class_weight(tn);
   });
@@ -112,6 +135,7 @@ template <typename scalar_t>
 at::Tensor sigmoid_backward(const FocalInputs& in, const FocalLossParams& p) {
   using acc_t = at::opmath_type<scalar_t>;
   const FocalRows<scalar_t> r(in, p);
+  const SigmoidTerms<acc_t> terms(in.input);
   at::Tensor grad = at::empty({r.rows, r.classes}, in.input.options());
   const scalar_t* go = in.grad_output.const_data_ptr<scalar_t>();
   const bool elementwise = p.reduction == Reduction::None;
@@ -126,7 +150,8 @@ at::Tensor sigmoid_backward(const FocalInputs& in, const FocalLossParams& p) {
         const int64_t i = n * r.classes + c;
         const acc_t gout = static_cast<acc_t>(go[elementwise ? i : 0]);
         const acc_t d =
-            valid ? sigmoid_focal_grad(static_cast<acc_t>(r.x[i]), tn == c, r.gamma, r.alpha) * wn * gout * scale
+            valid ? sigmoid_focal_grad(terms.parts(static_cast<acc_t>(r.x[i]), i), tn == c, r.gamma, r.alpha) * wn *
+                        gout * scale
                   : acc_t(0);
         g[i] = static_cast<scalar_t>(d);
       }

@@ -52,11 +52,11 @@ struct SigmoidParts {
   T log_p, log_q; // their logs
 };
 
+// From e = exp(-|x|) and l = log1p(e), computed by the caller (the CPU kernel
+// takes them from ATen's vectorised exp / log1p).
 template <typename T>
-C10_HOST_DEVICE inline SigmoidParts<T> sigmoid_parts(T x) {
-  const T e = exp_of(x >= T(0) ? -x : x); // exp(-|x|)
+C10_HOST_DEVICE inline SigmoidParts<T> sigmoid_parts(T x, T e, T l) {
   const T inv = T(1) / (T(1) + e);
-  const T l = log1p_of(e);
   SigmoidParts<T> s;
   if (x >= T(0)) {
     s.p = inv;
@@ -72,26 +72,40 @@ C10_HOST_DEVICE inline SigmoidParts<T> sigmoid_parts(T x) {
   return s;
 }
 
+template <typename T>
+C10_HOST_DEVICE inline SigmoidParts<T> sigmoid_parts(T x) {
+  const T e = exp_of(x >= T(0) ? -x : x); // exp(-|x|)
+  return sigmoid_parts(x, e, log1p_of(e));
+}
+
 // Loss of one logit; `positive` when its class is the row's target.
 template <typename T>
-C10_HOST_DEVICE inline T sigmoid_focal_loss(T x, bool positive, T gamma, T alpha) {
-  const SigmoidParts<T> s = sigmoid_parts(x);
+C10_HOST_DEVICE inline T sigmoid_focal_loss(const SigmoidParts<T>& s, bool positive, T gamma, T alpha) {
   if (positive) {
     return -alpha * power(s.q, gamma) * s.log_p;
   }
   return -(T(1) - alpha) * power(s.p, gamma) * s.log_q;
 }
 
+template <typename T>
+C10_HOST_DEVICE inline T sigmoid_focal_loss(T x, bool positive, T gamma, T alpha) {
+  return sigmoid_focal_loss(sigmoid_parts(x), positive, gamma, alpha);
+}
+
 // d loss / d x of one logit.
 //   positive: -alpha * (1 - p)^gamma * ((1 - p) - gamma * p * log(p))
 //   negative: -(1 - alpha) * p^gamma * (gamma * (1 - p) * log(1 - p) - p)
 template <typename T>
-C10_HOST_DEVICE inline T sigmoid_focal_grad(T x, bool positive, T gamma, T alpha) {
-  const SigmoidParts<T> s = sigmoid_parts(x);
+C10_HOST_DEVICE inline T sigmoid_focal_grad(const SigmoidParts<T>& s, bool positive, T gamma, T alpha) {
   if (positive) {
     return -alpha * power(s.q, gamma) * (s.q - gamma * s.p * s.log_p);
   }
   return -(T(1) - alpha) * power(s.p, gamma) * (gamma * s.q * s.log_q - s.p);
+}
+
+template <typename T>
+C10_HOST_DEVICE inline T sigmoid_focal_grad(T x, bool positive, T gamma, T alpha) {
+  return sigmoid_focal_grad(sigmoid_parts(x), positive, gamma, alpha);
 }
 
 // Softmax focal loss of one row from its target's log-probability.
