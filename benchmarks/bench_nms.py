@@ -64,7 +64,7 @@ def mmcv_call(case: Case, boxes, scores, idxs):
     return anchor.batched_nms(boxes, scores, idxs, dict(iou_threshold=THRESHOLD))[1]
 
 
-def make_boxes(n: int, dist: str, device, dtype, seed: int = 0):
+def make_boxes(n: int, device, dtype, seed: int = 0, dist: str = "sparse"):
     """(boxes [n, 4] x1 y1 x2 y2, scores [n], category ids [n]) of one distribution."""
     g = torch.Generator().manual_seed(seed)
     if dist == "clusters":
@@ -104,7 +104,7 @@ def compare_keep(keep, tv_keep, scores) -> str:
 
 
 def bench(case: Case, n: int, dist: str, dtype_name: str, run, timer, problems) -> FwdBwdRow:
-    boxes, scores, idxs = make_boxes(n, dist, run.device, DTYPES[dtype_name], seed=n)
+    boxes, scores, idxs = make_boxes(n, run.device, DTYPES[dtype_name], seed=n, dist=dist)
     row = FwdBwdRow((case.name, dist, str(n), dtype_name))
     try:
         keep = case.mmops(boxes, scores, idxs)

@@ -159,7 +159,8 @@ def test_run_sh_runs_a_benchmark_with_the_given_python(tmp_path):
         pytest.skip("needs MMOPS_LIBRARY (ctest sets it)")
     env = dict(os.environ, MMOPS_PYTHON=sys.executable)
     out = tmp_path / "nms.json"
-    cmd = [str(BENCH / "run.sh"), "nms", "--device", "cpu", "--quick", "--sizes", "50", "--json", str(out)]
+    cmd = [str(BENCH / "run.sh"), "nms", "--device", "cpu", "--quick", "--sizes", "50", "--dists", "sparse"]
+    cmd += ["--json", str(out)]
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=tmp_path, timeout=300)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert [r["op"] for r in json.loads(out.read_text())["rows"]] == ["nms", "batched_nms"]
