@@ -47,9 +47,6 @@ TORCH_LIBRARY_FRAGMENT(mmops, m) {
 namespace mmops {
 namespace {
 
-constexpr const char* kRoIAlign = "mmops::roi_align: ";
-constexpr const char* kMultiLevel = "mmops::multi_level_roi_align: ";
-
 // Device entries, one instance per device: validate (as the meta kernels do),
 // check the batch index when the index policy says so, then call that device's
 // kernel (Forward / Backward from kernels/roi_align).
@@ -57,9 +54,9 @@ constexpr const char* kMultiLevel = "mmops::multi_level_roi_align: ";
 RoIAlignParams roi_align_params(const at::Tensor& input, const at::Tensor& rois, c10::SymIntArrayRef output_size,
                                 double spatial_scale, int64_t sampling_ratio, c10::string_view pool_mode,
                                 bool aligned) {
-  const RoIAlignParams p = detail::check_roi_align_forward(kRoIAlign, input, rois, output_size, spatial_scale,
+  const RoIAlignParams p = detail::check_roi_align_forward(detail::kRoIAlign, input, rois, output_size, spatial_scale,
                                                            sampling_ratio, pool_mode, aligned);
-  detail::check_roi_batch_indices(kRoIAlign, rois, input.size(0));
+  detail::check_roi_batch_indices(detail::kRoIAlign, rois, input.size(0));
   return p;
 }
 
@@ -85,19 +82,19 @@ template <auto Backward>
 at::Tensor roi_align_backward_entry(const at::Tensor& grad_output, const at::Tensor& rois, const at::Tensor& argmax,
                                     c10::SymIntArrayRef input_shape, double spatial_scale, int64_t sampling_ratio,
                                     c10::string_view pool_mode, bool aligned) {
-  const RoIAlignParams p = detail::check_roi_align_backward(kRoIAlign, grad_output, rois, argmax, input_shape,
+  const RoIAlignParams p = detail::check_roi_align_backward(detail::kRoIAlign, grad_output, rois, argmax, input_shape,
                                                             spatial_scale, sampling_ratio, pool_mode, aligned);
   const std::vector<int64_t> shape = detail::concrete(input_shape);
-  detail::check_roi_batch_indices(kRoIAlign, rois, shape[0]);
+  detail::check_roi_batch_indices(detail::kRoIAlign, rois, shape[0]);
   return Backward(grad_output, rois, argmax, {shape}, p)[0];
 }
 
 RoIAlignParams multi_level_params(at::TensorList features, const at::Tensor& rois, c10::SymIntArrayRef output_size,
                                   c10::ArrayRef<double> spatial_scales, int64_t sampling_ratio,
                                   c10::string_view pool_mode, bool aligned, int64_t finest_scale) {
-  const RoIAlignParams p = detail::check_forward(kMultiLevel, features, /*single=*/false, rois, output_size,
+  const RoIAlignParams p = detail::check_forward(detail::kMultiLevel, features, /*single=*/false, rois, output_size,
                                                  spatial_scales, sampling_ratio, pool_mode, aligned, finest_scale);
-  detail::check_roi_batch_indices(kMultiLevel, rois, features.front().size(0));
+  detail::check_roi_batch_indices(detail::kMultiLevel, rois, features.front().size(0));
   return p;
 }
 
@@ -127,10 +124,10 @@ std::vector<at::Tensor> multi_level_backward_entry(const at::Tensor& grad_output
                                                    c10::ArrayRef<double> spatial_scales, int64_t sampling_ratio,
                                                    c10::string_view pool_mode, bool aligned, int64_t finest_scale) {
   const RoIAlignParams p =
-      detail::check_multi_level_roi_align_backward(kMultiLevel, grad_output, rois, argmax, feature_sizes,
+      detail::check_multi_level_roi_align_backward(detail::kMultiLevel, grad_output, rois, argmax, feature_sizes,
                                                    spatial_scales, sampling_ratio, pool_mode, aligned, finest_scale);
   const std::vector<int64_t> sizes = detail::concrete(feature_sizes);
-  detail::check_roi_batch_indices(kMultiLevel, rois, sizes[0]);
+  detail::check_roi_batch_indices(detail::kMultiLevel, rois, sizes[0]);
   return Backward(grad_output, rois, argmax, detail::feature_shapes<int64_t>(sizes), p);
 }
 

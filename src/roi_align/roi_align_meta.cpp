@@ -9,9 +9,6 @@
 namespace mmops {
 namespace {
 
-constexpr const char* kRoIAlign = "mmops::roi_align: ";
-constexpr const char* kMultiLevel = "mmops::multi_level_roi_align: ";
-
 // (output [K, C, out_h, out_w], argmax: the output's shape in max mode, else [0]),
 // with C, dtype and device of the (first) feature map.
 std::tuple<at::Tensor, at::Tensor> forward_outputs(const at::Tensor& first, const at::Tensor& rois,
@@ -27,7 +24,7 @@ std::tuple<at::Tensor, at::Tensor> roi_align_forward_meta(const at::Tensor& inpu
                                                           c10::SymIntArrayRef output_size, double spatial_scale,
                                                           int64_t sampling_ratio, c10::string_view pool_mode,
                                                           bool aligned) {
-  const RoIAlignParams p = detail::check_roi_align_forward(kRoIAlign, input, rois, output_size, spatial_scale,
+  const RoIAlignParams p = detail::check_roi_align_forward(detail::kRoIAlign, input, rois, output_size, spatial_scale,
                                                            sampling_ratio, pool_mode, aligned);
   return forward_outputs(input, rois, output_size, p.pool_mode);
 }
@@ -41,8 +38,8 @@ at::Tensor roi_align_meta(const at::Tensor& input, const at::Tensor& rois, c10::
 at::Tensor roi_align_backward_meta(const at::Tensor& grad_output, const at::Tensor& rois, const at::Tensor& argmax,
                                    c10::SymIntArrayRef input_shape, double spatial_scale, int64_t sampling_ratio,
                                    c10::string_view pool_mode, bool aligned) {
-  detail::check_roi_align_backward(kRoIAlign, grad_output, rois, argmax, input_shape, spatial_scale, sampling_ratio,
-                                   pool_mode, aligned);
+  detail::check_roi_align_backward(detail::kRoIAlign, grad_output, rois, argmax, input_shape, spatial_scale,
+                                   sampling_ratio, pool_mode, aligned);
   return at::empty_symint(input_shape, grad_output.options());
 }
 
@@ -51,7 +48,7 @@ std::tuple<at::Tensor, at::Tensor> multi_level_forward_meta(at::TensorList featu
                                                             c10::ArrayRef<double> spatial_scales,
                                                             int64_t sampling_ratio, c10::string_view pool_mode,
                                                             bool aligned, int64_t finest_scale) {
-  const RoIAlignParams p = detail::check_forward(kMultiLevel, features, /*single=*/false, rois, output_size,
+  const RoIAlignParams p = detail::check_forward(detail::kMultiLevel, features, /*single=*/false, rois, output_size,
                                                  spatial_scales, sampling_ratio, pool_mode, aligned, finest_scale);
   return forward_outputs(features.front(), rois, output_size, p.pool_mode);
 }
@@ -67,8 +64,8 @@ std::vector<at::Tensor> multi_level_backward_meta(const at::Tensor& grad_output,
                                                   const at::Tensor& argmax, c10::SymIntArrayRef feature_sizes,
                                                   c10::ArrayRef<double> spatial_scales, int64_t sampling_ratio,
                                                   c10::string_view pool_mode, bool aligned, int64_t finest_scale) {
-  detail::check_multi_level_roi_align_backward(kMultiLevel, grad_output, rois, argmax, feature_sizes, spatial_scales,
-                                               sampling_ratio, pool_mode, aligned, finest_scale);
+  detail::check_multi_level_roi_align_backward(detail::kMultiLevel, grad_output, rois, argmax, feature_sizes,
+                                               spatial_scales, sampling_ratio, pool_mode, aligned, finest_scale);
   std::vector<at::Tensor> grads;
   for (const auto& shape : detail::feature_shapes<c10::SymInt>(feature_sizes)) {
     grads.push_back(at::empty_symint(shape, grad_output.options()));

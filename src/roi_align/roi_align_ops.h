@@ -36,6 +36,10 @@ using MultiLevelRoIAlignBackwardFn = std::vector<at::Tensor>(const at::Tensor&, 
 
 namespace detail {
 
+// Message prefixes of the two ops' checks (device entries and meta kernels).
+inline constexpr const char* kRoIAlign = "mmops::roi_align: ";
+inline constexpr const char* kMultiLevel = "mmops::multi_level_roi_align: ";
+
 // The pool_mode strings (for parse_choice / choice_name).
 inline constexpr std::pair<const char*, PoolMode> kPoolModes[] = {{"avg", PoolMode::Avg}, {"max", PoolMode::Max}};
 
