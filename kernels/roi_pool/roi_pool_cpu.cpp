@@ -1,7 +1,8 @@
 // CPU kernels of roi_pool.
 //
 // Forward: parallel over rois; the bins of a roi are computed once and applied
-// to every channel plane. Backward: parallel over channels, so that no two
+// to every channel, over a channels-last copy of the input when the rois cover
+// the map (vectorised over channels), else plane by plane. Backward: parallel over channels, so that no two
 // threads add into the same gradient value (no atomics, deterministic).
 // argmax is stored channels-last ([K, PH, PW, C] in memory), as on CUDA.
 
@@ -106,6 +107,101 @@ void forward_kernel(const at::Tensor& input, const at::Tensor& rois, at::Tensor&
   });
 }
 
+// One pixel's channel vector into the running maxima of a bin, every channel
+// an independent lane (vectorised): MaxTracker's rule, branch-free.
+template <typename scalar_t, typename acc_t>
+inline void max_step(const scalar_t* __restrict__ pixel, acc_t* __restrict__ best, int32_t* __restrict__ index,
+                     int32_t at, int64_t channels) {
+  for (int64_t c = 0; c < channels; ++c) {
+    const acc_t v = static_cast<acc_t>(pixel[c]);
+    const acc_t b = best[c];
+    const bool take = (v > b) | ((v != v) & (b == b));
+    best[c] = take ? v : b;
+    index[c] = take ? at : index[c];
+  }
+}
+
+// The forward over a channels-last input ([N, H, W, C] memory): a bin's pixels
+// are contiguous channel vectors, so the max runs over all channels at once
+// and argmax ([bins, C] per roi) is written in order.
+template <typename scalar_t>
+void forward_channels_last_kernel(const at::Tensor& input, const at::Tensor& rois, at::Tensor& output, int32_t* argmax,
+                                  const RoIPoolParams& p) {
+  using acc_t = at::opmath_type<scalar_t>;
+  const int64_t batch = input.size(0), channels = input.size(1);
+  const int64_t height = input.size(2), width = input.size(3);
+  const int64_t bins = p.pooled_height * p.pooled_width;
+  const scalar_t* in = input.const_data_ptr<scalar_t>();
+  const scalar_t* roi_data = rois.const_data_ptr<scalar_t>();
+  scalar_t* out = output.mutable_data_ptr<scalar_t>();
+
+  at::parallel_for(0, rois.size(0), 1, [&](int64_t begin, int64_t end) {
+    std::vector<Range> hr, wr;
+    std::vector<acc_t> best(channels);
+    std::vector<int32_t> index(channels);
+    for (int64_t k = begin; k < end; ++k) {
+      scalar_t* out_k = out + k * channels * bins;
+      int32_t* arg_k = argmax ? argmax + k * channels * bins : nullptr;
+      const int64_t b = locate<scalar_t, acc_t>(roi_data + k * 5, batch, height, width, p, hr, wr);
+      if (b < 0) {
+        std::fill(out_k, out_k + channels * bins, scalar_t(0));
+        if (arg_k) {
+          std::fill(arg_k, arg_k + channels * bins, -1);
+        }
+        continue;
+      }
+      const scalar_t* image = in + b * height * width * channels;
+      for (int64_t ph = 0; ph < p.pooled_height; ++ph) {
+        for (int64_t pw = 0; pw < p.pooled_width; ++pw) {
+          const int64_t h0 = hr[ph].begin, h1 = hr[ph].end;
+          const int64_t w0 = wr[pw].begin, w1 = wr[pw].end;
+          if (h0 < h1 && w0 < w1) {
+            const scalar_t* first = image + (h0 * width + w0) * channels;
+            for (int64_t c = 0; c < channels; ++c) {
+              best[c] = static_cast<acc_t>(first[c]);
+            }
+            std::fill(index.begin(), index.end(), static_cast<int32_t>(h0 * width + w0));
+            for (int64_t h = h0; h < h1; ++h) {
+              for (int64_t w = (h == h0 ? w0 + 1 : w0); w < w1; ++w) {
+                max_step(image + (h * width + w) * channels, best.data(), index.data(),
+                         static_cast<int32_t>(h * width + w), channels);
+              }
+            }
+          } else {
+            std::fill(best.begin(), best.end(), acc_t(0));
+            std::fill(index.begin(), index.end(), -1);
+          }
+          const int64_t bin = ph * p.pooled_width + pw;
+          for (int64_t c = 0; c < channels; ++c) {
+            out_k[c * bins + bin] = static_cast<scalar_t>(best[c]);
+          }
+          if (arg_k) {
+            std::copy(index.begin(), index.end(), arg_k + bin * channels);
+          }
+        }
+      }
+    }
+  });
+}
+
+// Whether the rois read at least as many input values as the map holds: then
+// one channels-last copy of an NCHW input costs less than scanning the rois'
+// planes channel by channel (strided, one lane).
+template <typename scalar_t>
+bool rois_cover_the_map(const at::Tensor& input, const at::Tensor& rois, const RoIPoolParams& p) {
+  using acc_t = at::opmath_type<scalar_t>;
+  const int64_t plane = input.size(2) * input.size(3);
+  const scalar_t* roi_data = rois.const_data_ptr<scalar_t>();
+  std::vector<Range> hr, wr;
+  int64_t pixels = 0;
+  for (int64_t k = 0; k < rois.size(0) && pixels < input.size(0) * plane; ++k) {
+    if (locate<scalar_t, acc_t>(roi_data + k * 5, input.size(0), input.size(2), input.size(3), p, hr, wr) >= 0) {
+      pixels += (hr.back().end - hr.front().begin) * (wr.back().end - wr.front().begin);
+    }
+  }
+  return pixels >= input.size(0) * plane;
+}
+
 template <typename scalar_t, typename acc_t>
 void backward_kernel(const at::Tensor& grad_output, const at::Tensor& rois, const int32_t* argmax, acc_t* grad,
                      int64_t batch, int64_t channels, int64_t plane) {
@@ -139,18 +235,25 @@ void backward_kernel(const at::Tensor& grad_output, const at::Tensor& rois, cons
 
 std::tuple<at::Tensor, at::Tensor> roi_pool_forward_cpu(const at::Tensor& input_, const at::Tensor& rois_,
                                                         const RoIPoolParams& params, bool with_argmax) {
-  const at::Tensor input = input_.contiguous();
   const at::Tensor rois = rois_.contiguous();
   at::Tensor output =
-      at::empty({rois.size(0), input.size(1), params.pooled_height, params.pooled_width}, input.options());
+      at::empty({rois.size(0), input_.size(1), params.pooled_height, params.pooled_width}, input_.options());
   at::Tensor argmax = with_argmax
-                          ? at::empty(output.sizes(), input.options().dtype(at::kInt), at::MemoryFormat::ChannelsLast)
-                          : at::empty({0}, input.options().dtype(at::kInt));
+                          ? at::empty(output.sizes(), input_.options().dtype(at::kInt), at::MemoryFormat::ChannelsLast)
+                          : at::empty({0}, input_.options().dtype(at::kInt));
   if (output.numel() == 0) {
     return {output, argmax};
   }
-  AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, input.scalar_type(), "mmops::roi_pool (CPU)", [&] {
-    forward_kernel<scalar_t>(input, rois, output, with_argmax ? argmax.mutable_data_ptr<int32_t>() : nullptr, params);
+  int32_t* arg = with_argmax ? argmax.mutable_data_ptr<int32_t>() : nullptr;
+  AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, input_.scalar_type(), "mmops::roi_pool (CPU)", [&] {
+    // channels-last: a channels_last input as it is, an NCHW one copied when
+    // the rois cover the map; NCHW otherwise (a few small rois on a big map).
+    if (input_.is_contiguous(at::MemoryFormat::ChannelsLast) || rois_cover_the_map<scalar_t>(input_, rois, params)) {
+      const at::Tensor input = input_.contiguous(at::MemoryFormat::ChannelsLast);
+      forward_channels_last_kernel<scalar_t>(input, rois, output, arg, params);
+    } else {
+      forward_kernel<scalar_t>(input_.contiguous(), rois, output, arg, params);
+    }
   });
   return {output, argmax};
 }

@@ -456,6 +456,35 @@ def test_nan_in_input_propagates():
     assert torch.isfinite(out[0, 0].flatten()[1:]).all()
 
 
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32, torch.float16, torch.bfloat16])
+def test_cpu_plane_and_channels_last_paths_agree(dtype):
+    # The CPU forward scans an NCHW input plane by plane when the rois read less
+    # than the map (each roi alone below: at most one of the two images), else a
+    # channels-last copy, vectorised over channels (all rois together, or a
+    # channels_last input). Same values and argmax, ties (first pixel), NaN
+    # (first NaN), -inf and -0.0 included; float64 against the reference.
+    torch.manual_seed(21)
+    N, C, H, W = 2, 13, 17, 23
+    x = torch.randint(-3, 3, (N, C, H, W)).double()
+    x[0, 0] = -0.0
+    x[1, 1] = -math.inf
+    x[0, 2, 3:15, 2:20:5] = math.nan
+    x = x.to(dtype)
+    rois = torch.cat(
+        [random_rois(40, N, H, W, dtype=torch.float64), torch.tensor([[1, 0.0, 0.0, W - 1.0, H - 1.0]])]
+    ).to(dtype)
+    for out_size in ((3, 4), (1, 1)):
+        together, arg = torch.ops.mmops._roi_pool_forward(x, rois, list(out_size), 1.0)
+        for k in range(rois.shape[0]):
+            for xin in (x, x.contiguous(memory_format=torch.channels_last)):
+                alone, arg_k = torch.ops.mmops._roi_pool_forward(xin, rois[k : k + 1], list(out_size), 1.0)
+                torch.testing.assert_close(alone[0], together[k], rtol=0, atol=0, equal_nan=True)
+                assert torch.equal(arg_k[0], arg[k])
+        if dtype == torch.float64:
+            exp, _ = roi_pool_ref(x, rois, out_size)
+            torch.testing.assert_close(together, exp, rtol=0, atol=0, equal_nan=True)
+
+
 @pytest.mark.parametrize("layout", ["transposed", "channels_last", "sliced"])
 def test_noncontiguous_input(layout):
     torch.manual_seed(5)
