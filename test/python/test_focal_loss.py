@@ -373,6 +373,13 @@ def test_background_and_extreme_logits():
     # float32 keeps large logits finite too
     out, g, _ = fwd_bwd("sigmoid", x.float(), t, 2.0, 0.25, None, "sum")
     assert torch.isfinite(out) and torch.isfinite(g).all()
+    # softmax in float32: the last row's p_t (exp(-795)) underflows, its log p_t must not
+    tt = t.clamp(max=2)
+    for reduction in REDUCTIONS:
+        out, g, go = fwd_bwd("softmax", x.float(), tt, 2.0, 0.25, None, reduction)
+        exp, gexp = ref_fwd_bwd("softmax", x, tt, 2.0, 0.25, None, reduction, go.double())
+        torch.testing.assert_close(out.double(), exp, rtol=1e-5, atol=1e-6)
+        torch.testing.assert_close(g.double(), gexp, rtol=1e-5, atol=1e-6)
 
 
 def test_cpu_reduction_does_not_depend_on_threads():
