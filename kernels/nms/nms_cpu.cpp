@@ -5,7 +5,8 @@
 // nms: boxes are visited in score order (batched_nms: grouped by category,
 // score order inside); every box not yet suppressed is kept and suppresses the
 // later boxes (of its category) whose IoU with it exceeds the threshold. The
-// suppression scan runs in parallel (at::parallel_for) when it is long.
+// suppression scan is branch-free over the boxes' columns (vectorised) and
+// runs in parallel (at::parallel_for) when it is long.
 
 #include "common/box_iou.h"
 #include "nms/nms_kernels.h"
@@ -36,6 +37,44 @@ using box_iou::Box;
 
 // Suppression scans shorter than this run on one thread.
 constexpr int64_t kGrain = 8192;
+
+// The largest T <= threshold: for any T value v, v > it exactly when
+// double(v) > threshold (NaN: never), so the scan compares in T.
+template <typename T>
+T threshold_in(double threshold) {
+  T t = static_cast<T>(threshold);
+  if (static_cast<double>(t) > threshold) {
+    t = std::nextafter(t, -std::numeric_limits<T>::infinity());
+  }
+  return t;
+}
+
+// The sorted boxes as columns (x1, y1, x2, y2, area), so that the scan of one
+// kept box against the later ones is a branch-free loop the compiler
+// vectorises (box_iou::iou's early outs become selects: -fno-trapping-math).
+template <typename T>
+struct BoxColumns {
+  std::vector<T> x1, y1, x2, y2, area;
+  explicit BoxColumns(int64_t n) : x1(n), y1(n), x2(n), y2(n), area(n) {}
+  Box<T> box(int64_t i) const { return {x1[i], y1[i], x2[i], y2[i]}; }
+};
+
+// removed[j] |= IoU(kept, j) > threshold for j in [begin, end); already removed
+// boxes are compared too (cheaper than a branch per box).
+template <typename T>
+void suppress_range(const BoxColumns<T>& c, const Box<T>& kept_box, T kept_area, T threshold, int64_t begin,
+                    int64_t end, uint8_t* __restrict__ removed) {
+  const Box<T> kept = kept_box; // a local copy: removed's stores cannot change it
+  const T* __restrict__ x1 = c.x1.data();
+  const T* __restrict__ y1 = c.y1.data();
+  const T* __restrict__ x2 = c.x2.data();
+  const T* __restrict__ y2 = c.y2.data();
+  const T* __restrict__ area = c.area.data();
+  for (int64_t j = begin; j < end; ++j) {
+    const Box<T> other{x1[j], y1[j], x2[j], y2[j]};
+    removed[j] |= static_cast<uint8_t>(box_iou::iou(kept, other, kept_area, area[j]) > threshold);
+  }
+}
 
 } // namespace
 
@@ -94,35 +133,27 @@ at::Tensor nms_cpu(const at::Tensor& boxes_in, const at::Tensor& scores, const a
   AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, boxes.scalar_type(), "mmops::nms (CPU)", [&] {
     using acc_t = at::opmath_type<scalar_t>;
     const scalar_t* b = boxes.const_data_ptr<scalar_t>();
-    std::vector<Box<acc_t>> sorted(n);
-    std::vector<acc_t> area(n);
+    BoxColumns<acc_t> sorted(n);
     at::parallel_for(0, n, 4096, [&](int64_t begin, int64_t end) {
       for (int64_t s = begin; s < end; ++s) {
-        sorted[s] = box_iou::load_box<scalar_t, acc_t>(b, perm_p[s]);
-        area[s] = box_iou::box_area(sorted[s], acc_t(0));
+        const Box<acc_t> box = box_iou::load_box<scalar_t, acc_t>(b, perm_p[s]);
+        sorted.x1[s] = box.x1;
+        sorted.y1[s] = box.y1;
+        sorted.x2[s] = box.x2;
+        sorted.y2[s] = box.y2;
+        sorted.area[s] = box_iou::box_area(box, acc_t(0));
       }
     });
-    const bool skip_disjoint = iou_threshold >= 0;
+    const acc_t threshold = threshold_in<acc_t>(iou_threshold);
     for (int64_t s = 0; s < n; ++s) {
       if (removed[s]) {
         continue;
       }
       kept[perm_p[s]] = 1;
-      const Box<acc_t> mine = sorted[s];
-      const acc_t my_area = area[s];
+      const Box<acc_t> mine = sorted.box(s);
+      const acc_t my_area = sorted.area[s];
       auto suppress = [&](int64_t begin, int64_t end) {
-        for (int64_t j = begin; j < end; ++j) {
-          if (removed[j]) {
-            continue;
-          }
-          // Disjoint boxes (most pairs) have IoU exactly 0: skip the division.
-          if (skip_disjoint && !(box_iou::intersection(mine, sorted[j], acc_t(0)) > acc_t(0))) {
-            continue;
-          }
-          if (static_cast<double>(box_iou::iou(mine, sorted[j], my_area, area[j])) > iou_threshold) {
-            removed[j] = 1;
-          }
-        }
+        suppress_range(sorted, mine, my_area, threshold, begin, end, removed.data());
       };
       const int64_t end = run_end[s];
       if (end - s - 1 > kGrain) {
