@@ -57,6 +57,8 @@ SMALL_RUNS = {
     "iou3d": ["--cases", "boxes_iou_bev_clustered,boxes_overlap_bev_uniform,nms_bev_clustered", "--sizes", "100"],
     # --- points_in_boxes, roiaware_pool3d, roipoint_pool3d ---
     "box3d": ["--cases", "roiaware_pool3d_max", "--distributions", "objects"],
+    # --- psa_mask ---
+    "psa_mask": ["--cases", "local9_24", "--types", "collect"],
 }
 FIELDS = {"benchmark", "device", "op", "dtype", "case", "baseline", "times_ms", "ratios", "check"}
 

@@ -60,6 +60,8 @@ _FUNCTION_ROUTES: List[Tuple[str, str, Any]] = [
     # --- roiaware_pool3d, roipoint_pool3d ---
     ("mmcv.ops.roiaware_pool3d", "RoIAwarePool3dFunction", _routes.roiaware_pool3d),
     ("mmcv.ops.roipoint_pool3d", "RoIPointPool3dFunction", _routes.roipoint_pool3d),
+    # --- psa_mask ---
+    ("mmcv.ops.psa_mask", "PSAMaskFunction", _routes.psa_mask),
 ]
 # (mmcv module, class, method, replacement)
 _METHOD_ROUTES: List[Tuple[str, str, str, Any]] = [

@@ -424,3 +424,50 @@ def iou3d_boxes_overlap_bev_forward(boxes_a: torch.Tensor, boxes_b: torch.Tensor
 
 
 SERVED["iou3d_boxes_overlap_bev_forward"] = iou3d_boxes_overlap_bev_forward
+
+
+# --- psa_mask ---
+def psa_type_name(psa_type: Any) -> str:
+    """mmcv's psa_type: 0 / "collect" or 1 / "distribute"."""
+    if isinstance(psa_type, str):
+        return psa_type
+    names = {0: "collect", 1: "distribute"}
+    if int(psa_type) not in names:
+        raise ValueError(f"mmcv.ops.psa_mask: psa_type must be 0 (collect) or 1 (distribute), got {psa_type}")
+    return names[int(psa_type)]
+
+
+def psamask_forward(
+    input: torch.Tensor,
+    output: torch.Tensor,
+    psa_type: Any,
+    num_: int,
+    h_feature: int,
+    w_feature: int,
+    h_mask: int,
+    w_mask: int,
+    half_h_mask: int,
+    half_w_mask: int,
+) -> None:
+    """mmcv's kernel contract: fills output [N, H * W, H, W] (mmcv's Python passes half = (mask - 1) // 2)."""
+    output.copy_(torch.ops.mmops.psa_mask(input, psa_type_name(psa_type), [int(h_mask), int(w_mask)]))
+
+
+def psamask_backward(
+    grad_output: torch.Tensor,
+    grad_input: torch.Tensor,
+    psa_type: Any,
+    num_: int,
+    h_feature: int,
+    w_feature: int,
+    h_mask: int,
+    w_mask: int,
+    half_h_mask: int,
+    half_w_mask: int,
+) -> None:
+    """mmcv's kernel contract: fills grad_input [N, h_mask * w_mask, H, W]."""
+    grad = torch.ops.mmops._psa_mask_backward(grad_output, psa_type_name(psa_type), [int(h_mask), int(w_mask)])
+    grad_input.copy_(grad)
+
+
+SERVED.update({"psamask_forward": psamask_forward, "psamask_backward": psamask_backward})

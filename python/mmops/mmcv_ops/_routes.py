@@ -15,7 +15,7 @@ from .. import focal_loss as _focal
 from .._utils import pair
 from ..deform_conv import _leading_block, _output_hw
 from ..ms_deform_attn import ms_deform_attn as _ms_deform_attn
-from ._ext import mmops_attr
+from ._ext import mmops_attr, psa_type_name
 
 
 def roi_align(
@@ -340,3 +340,9 @@ def roipoint_pool3d(
     """mmcv's RoIPointPool3dFunction.apply (boxes3d viewed as [B, -1, 7] as mmcv does)."""
     boxes = boxes3d.view(points.shape[0], -1, 7)
     return torch.ops.mmops.roipoint_pool3d(points, point_features, boxes, int(num_sampled_points))
+
+
+# --- psa_mask ---
+def psa_mask(input: Tensor, psa_type: Any, mask_size: Any) -> Tensor:
+    """mmcv's PSAMaskFunction.apply: psa_type 0 / "collect" or 1 / "distribute"."""
+    return torch.ops.mmops.psa_mask(input, psa_type_name(psa_type), pair(mask_size, "mask_size"))
