@@ -24,7 +24,7 @@ void check_mask_size(at::IntArrayRef mask_size) {
   TORCH_CHECK(mask_size.size() == 2, kOp, "expected mask_size to hold 2 values (mask_h, mask_w), but got ",
               mask_size.size());
   TORCH_CHECK(mask_size[0] >= 1 && mask_size[1] >= 1, kOp, "expected mask_size to be positive, but got ", mask_size);
-  checked_product(kOp, "mask_h * mask_w", {mask_size[0], mask_size[1]});
+  checked_product(kOp, "mask_size's mask_h * mask_w", {mask_size[0], mask_size[1]});
 }
 
 // N, H, W of a 4-D tensor [N, ?, H, W]; the output's element count
