@@ -46,6 +46,15 @@ int64_t locate(const scalar_t* roi, int64_t batch, int64_t height, int64_t width
   return b;
 }
 
+// A roi that pools nothing: zeros, argmax -1.
+template <typename scalar_t>
+void pool_zeros(scalar_t* out, int32_t* argmax, int64_t count) {
+  std::fill(out, out + count, scalar_t(0));
+  if (argmax) {
+    std::fill(argmax, argmax + count, -1);
+  }
+}
+
 template <typename scalar_t>
 void forward_kernel(const at::Tensor& input, const at::Tensor& rois, at::Tensor& output, int32_t* argmax,
                     const RoIPoolParams& p) {
@@ -65,10 +74,7 @@ void forward_kernel(const at::Tensor& input, const at::Tensor& rois, at::Tensor&
       int32_t* arg_k = argmax ? argmax + k * channels * bins : nullptr; // [bins, C]
       const int64_t b = locate<scalar_t, acc_t>(roi_data + k * 5, batch, height, width, p, hr, wr);
       if (b < 0) {
-        std::fill(out_k, out_k + channels * bins, scalar_t(0));
-        if (arg_k) {
-          std::fill(arg_k, arg_k + channels * bins, -1);
-        }
+        pool_zeros(out_k, arg_k, channels * bins);
         continue;
       }
       for (int64_t c = 0; c < channels; ++c) {
@@ -144,10 +150,7 @@ void forward_channels_last_kernel(const at::Tensor& input, const at::Tensor& roi
       int32_t* arg_k = argmax ? argmax + k * channels * bins : nullptr;
       const int64_t b = locate<scalar_t, acc_t>(roi_data + k * 5, batch, height, width, p, hr, wr);
       if (b < 0) {
-        std::fill(out_k, out_k + channels * bins, scalar_t(0));
-        if (arg_k) {
-          std::fill(arg_k, arg_k + channels * bins, -1);
-        }
+        pool_zeros(out_k, arg_k, channels * bins);
         continue;
       }
       const scalar_t* image = in + b * height * width * channels;

@@ -18,10 +18,6 @@ namespace {
 
 constexpr const char* kOp = kActiveRotatedFilterOp;
 
-int64_t int_or_unknown(const c10::SymInt& s) {
-  return s.maybe_as_int().value_or(-1);
-}
-
 // indices [O, kH, kW, R] against the weight sizes (O, kH, kW).
 ActiveRotatedFilterParams check_indices(const at::Tensor& indices, c10::SymIntArrayRef weight,
                                         const char* weight_name) {

@@ -23,10 +23,6 @@ enum class Aggregate { Sum, Avg, Max };
 constexpr std::pair<const char*, Aggregate> kAggregates[] = {
     {"sum", Aggregate::Sum}, {"avg", Aggregate::Avg}, {"max", Aggregate::Max}};
 
-int64_t int_or_unknown(const c10::SymInt& s) {
-  return s.maybe_as_int().value_or(-1);
-}
-
 void check_same(const at::Tensor& t, const char* name, const at::Tensor& scores) {
   TORCH_CHECK(t.scalar_type() == scores.scalar_type(), kOp, "expected ", name, " to have the dtype of scores (",
               scores.scalar_type(), "), but got ", t.scalar_type());

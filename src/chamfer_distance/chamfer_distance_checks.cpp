@@ -17,10 +17,6 @@ namespace {
 
 constexpr const char* kOp = kChamferDistanceOp;
 
-int64_t int_or_unknown(const c10::SymInt& s) {
-  return s.maybe_as_int().value_or(-1);
-}
-
 void check_points(const at::Tensor& xyz, const char* name) {
   TORCH_CHECK(xyz.dim() == 3, kOp, "expected ", name, " to be a 3-D tensor [batch, points, 2], but got a ", xyz.dim(),
               "-D tensor of shape ", shape_of(xyz));

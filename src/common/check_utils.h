@@ -37,6 +37,12 @@ inline std::vector<int64_t> concrete(c10::SymIntArrayRef sizes) {
   return out;
 }
 
+// A size for the params of a check: its value, or -1 while it is symbolic
+// (meta kernels only; device entries always see concrete sizes).
+inline int64_t int_or_unknown(const c10::SymInt& s) {
+  return s.maybe_as_int().value_or(-1);
+}
+
 // Size arithmetic in 64 bits, overflow-checked: a * b and a + b, or an error
 // "<op><what> does not fit in int64 (a * b)" where `what` names the size and
 // the arguments it comes from.

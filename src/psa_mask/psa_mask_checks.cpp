@@ -16,10 +16,6 @@ namespace {
 
 constexpr const char* kOp = kPsaMaskOp;
 
-int64_t int_or_unknown(const c10::SymInt& s) {
-  return s.maybe_as_int().value_or(-1);
-}
-
 void check_mask_size(at::IntArrayRef mask_size) {
   TORCH_CHECK(mask_size.size() == 2, kOp, "expected mask_size to hold 2 values (mask_h, mask_w), but got ",
               mask_size.size());
