@@ -66,6 +66,8 @@ _FUNCTION_ROUTES: List[Tuple[str, str, Any]] = [
 # (mmcv module, class, method, replacement)
 _METHOD_ROUTES: List[Tuple[str, str, str, Any]] = [
     ("mmcv.ops.multi_scale_deform_attn", "MultiScaleDeformableAttention", "forward", _routes.msda_forward),
+    # --- corner_pool ---
+    ("mmcv.ops.corner_pool", "CornerPool", "forward", _routes.corner_pool_forward),
 ]
 # (mmcv module, module-level function, replacement): the function is replaced
 # wherever an mmcv module bound it (e.g. mmcv.ops re-exports it)

@@ -346,3 +346,18 @@ def roipoint_pool3d(
 def psa_mask(input: Tensor, psa_type: Any, mask_size: Any) -> Tensor:
     """mmcv's PSAMaskFunction.apply: psa_type 0 / "collect" or 1 / "distribute"."""
     return torch.ops.mmops.psa_mask(input, psa_type_name(psa_type), pair(mask_size, "mask_size"))
+
+
+# --- corner_pool ---
+_CORNER_POOL_DIM_FLIP = {"bottom": (2, False), "left": (3, True), "right": (3, False), "top": (2, True)}
+
+
+def corner_pool_forward(self, x: Tensor) -> Tensor:
+    """mmcv's CornerPool.forward: mmops's op on floating [N, C, H, W] input (the same values
+    and gradients as mmcv's cummax composite, in one kernel each way); anything else (the
+    integer tensors of mmcv's own tests) runs mmcv's composite."""
+    if x.is_floating_point() and x.dim() == 4:
+        return torch.ops.mmops.corner_pool(x, self.mode)
+    dim, flip = _CORNER_POOL_DIM_FLIP[self.mode]
+    out, _ = torch.cummax(x.flip(dim) if flip else x, dim)
+    return out.flip(dim) if flip else out
