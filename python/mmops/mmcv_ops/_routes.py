@@ -355,3 +355,18 @@ def cc_attention_forward(self, x: Tensor) -> Tensor:
     from mmops.cc_attention import CrissCrossAttention
 
     return CrissCrossAttention.forward(self, x)
+
+
+# --- corner_pool ---
+_CORNER_POOL_DIM_FLIP = {"bottom": (2, False), "left": (3, True), "right": (3, False), "top": (2, True)}
+
+
+def corner_pool_forward(self, x: Tensor) -> Tensor:
+    """mmcv's CornerPool.forward: mmops's op on floating [N, C, H, W] input (the same values
+    and gradients as mmcv's cummax composite, in one kernel each way); anything else (the
+    integer tensors of mmcv's own tests) runs mmcv's composite."""
+    if x.is_floating_point() and x.dim() == 4:
+        return torch.ops.mmops.corner_pool(x, self.mode)
+    dim, flip = _CORNER_POOL_DIM_FLIP[self.mode]
+    out, _ = torch.cummax(x.flip(dim) if flip else x, dim)
+    return out.flip(dim) if flip else out
