@@ -346,3 +346,9 @@ def roipoint_pool3d(
 def psa_mask(input: Tensor, psa_type: Any, mask_size: Any) -> Tensor:
     """mmcv's PSAMaskFunction.apply: psa_type 0 / "collect" or 1 / "distribute"."""
     return torch.ops.mmops.psa_mask(input, psa_type_name(psa_type), pair(mask_size, "mask_size"))
+
+
+# --- border_align ---
+def border_align(input: Tensor, boxes: Tensor, pool_size: Any) -> Tensor:
+    """mmcv's BorderAlignFunction.apply(input, boxes, pool_size)."""
+    return torch.ops.mmops.border_align(input, boxes, int(pool_size))
