@@ -61,6 +61,8 @@ SMALL_RUNS = {
     "psa_mask": ["--cases", "local9_24", "--types", "collect"],
     # --- cc_attention ---
     "cc_attention": ["--cases", "small_24"],
+    # --- border_align ---
+    "border_align": ["--cases", "small", "--boxes", "detector"],
 }
 FIELDS = {"benchmark", "device", "op", "dtype", "case", "baseline", "times_ms", "ratios", "check"}
 

@@ -462,8 +462,8 @@ def test_unserved_kernels_raise_naming_the_op():
     with pytest.raises(NotImplementedError, match="tin_shift"):
         ops.tin_shift(torch.randn(1, 2, 4, 3, 3), torch.zeros(1, 2, dtype=torch.int))
     ext = sys.modules["mmcv._ext"]
-    with pytest.raises(NotImplementedError, match="'border_align'"):
-        ext.border_align_forward()
+    with pytest.raises(NotImplementedError, match="'correlation'"):
+        ext.correlation_forward()
 
 
 NEW_OPS = [

@@ -203,6 +203,7 @@ def _references():
     import test_nms as nm
     import test_nms_match as nmm
     import test_roi_pool as rp
+    from border_align_reference import border_align_ref
     from carafe_reference import carafe_reference
     from cc_attention_reference import ca_map_ref, ca_weight_ref
     from deform_roi_pool_reference import deform_roi_pool_reference
@@ -229,6 +230,7 @@ def _references():
         "mmops::psa_mask": psa_mask_ref,
         "mmops::ca_weight": ca_weight_ref,
         "mmops::ca_map": ca_map_ref,
+        "mmops::border_align": border_align_ref,
         # --- diff_iou_rotated ---
         "mmops::diff_iou_rotated_2d": diff_iou_rotated_reference.composite_iou_2d,
         "mmops::diff_iou_rotated_3d": diff_iou_rotated_reference.composite_iou_3d,

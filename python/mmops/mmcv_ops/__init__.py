@@ -61,7 +61,8 @@ _FUNCTION_ROUTES: List[Tuple[str, str, Any]] = [
     ("mmcv.ops.roiaware_pool3d", "RoIAwarePool3dFunction", _routes.roiaware_pool3d),
     ("mmcv.ops.roipoint_pool3d", "RoIPointPool3dFunction", _routes.roipoint_pool3d),
     # --- psa_mask ---
-    ("mmcv.ops.psa_mask", "PSAMaskFunction", _routes.psa_mask),
+    ("mmcv.ops.psa_mask", "PSAMaskFunction", _routes.psa_mask),  # --- border_align ---
+    ("mmcv.ops.border_align", "BorderAlignFunction", _routes.border_align),
 ]
 # (mmcv module, class, method, replacement)
 _METHOD_ROUTES: List[Tuple[str, str, str, Any]] = [

@@ -471,3 +471,26 @@ def psamask_backward(
 
 
 SERVED.update({"psamask_forward": psamask_forward, "psamask_backward": psamask_backward})
+
+
+# --- border_align ---
+def border_align_forward(
+    input: torch.Tensor, boxes: torch.Tensor, output: torch.Tensor, argmax_idx: torch.Tensor, pool_size: int
+) -> None:
+    """mmcv's kernel contract: fills output [N, C, H * W, 4] and argmax_idx (int32, the winning point)."""
+    out, argmax = torch.ops.mmops._border_align_forward(input, boxes, int(pool_size))
+    output.copy_(out)
+    argmax_idx.copy_(argmax)
+
+
+def border_align_backward(
+    grad_output: torch.Tensor, boxes: torch.Tensor, argmax_idx: torch.Tensor, grad_input: torch.Tensor, pool_size: int
+) -> None:
+    """mmcv's kernel contract: fills grad_input [N, 4C, H, W]."""
+    grad = torch.ops.mmops._border_align_backward(
+        grad_output, boxes, argmax_idx.to(torch.int32), int(pool_size), list(grad_input.shape)
+    )
+    grad_input.copy_(grad)
+
+
+SERVED.update({"border_align_forward": border_align_forward, "border_align_backward": border_align_backward})

@@ -370,3 +370,9 @@ def corner_pool_forward(self, x: Tensor) -> Tensor:
     dim, flip = _CORNER_POOL_DIM_FLIP[self.mode]
     out, _ = torch.cummax(x.flip(dim) if flip else x, dim)
     return out.flip(dim) if flip else out
+
+
+# --- border_align ---
+def border_align(input: Tensor, boxes: Tensor, pool_size: Any) -> Tensor:
+    """mmcv's BorderAlignFunction.apply(input, boxes, pool_size)."""
+    return torch.ops.mmops.border_align(input, boxes, int(pool_size))
