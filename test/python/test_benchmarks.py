@@ -59,6 +59,8 @@ SMALL_RUNS = {
     "box3d": ["--cases", "roiaware_pool3d_max", "--distributions", "objects"],
     # --- psa_mask ---
     "psa_mask": ["--cases", "local9_24", "--types", "collect"],
+    # --- corner_pool ---
+    "corner_pool": ["--cases", "cpu_64", "--modes", "left", "--distributions", "relu", "--layouts", "contiguous"],
 }
 FIELDS = {"benchmark", "device", "op", "dtype", "case", "baseline", "times_ms", "ratios", "check"}
 

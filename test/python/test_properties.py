@@ -204,6 +204,7 @@ def _references():
     import test_nms_match as nmm
     import test_roi_pool as rp
     from carafe_reference import carafe_reference
+    from corner_pool_reference import corner_pool_ref
     from deform_roi_pool_reference import deform_roi_pool_reference
     from psa_mask_reference import psa_mask_ref
     from roi_align_reference import roi_align_ref
@@ -226,6 +227,7 @@ def _references():
         "mmops::masked_conv2d": mc.reference,
         "mmops::deform_roi_pool": deform_roi_pool_reference,
         "mmops::psa_mask": psa_mask_ref,
+        "mmops::corner_pool": corner_pool_ref,
         # --- diff_iou_rotated ---
         "mmops::diff_iou_rotated_2d": diff_iou_rotated_reference.composite_iou_2d,
         "mmops::diff_iou_rotated_3d": diff_iou_rotated_reference.composite_iou_3d,
