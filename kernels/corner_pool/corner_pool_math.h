@@ -76,7 +76,8 @@ C10_HOST_DEVICE inline Lines lines_of(const CornerPoolParams& p, bool channels_l
 // `best` (compared in the accumulate type: exact for float16 / bfloat16).
 template <typename T>
 C10_HOST_DEVICE inline bool takes_over(T value, T best) {
-  return value != value || (best == best && value >= best);
+  // bitwise, not short-circuit: no branches, so CPU loops over lines vectorise
+  return (value != value) | ((best == best) & (value >= best));
 }
 
 // The running maximum of one line: the raw input value at the argmax (copied
