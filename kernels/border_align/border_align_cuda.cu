@@ -1,20 +1,27 @@
 // CUDA kernels of border_align (border_align_math.h).
 //
-// Both directions use one block layout: a block owns a tile of 64 consecutive
-// boxes of one image and 4 consecutive channels; thread t walks border t / 64
-// of box t % 64 for the 4 channels (one walk, one set of taps per point, 16
-// independent loads per point). A warp thus covers 32 neighbouring boxes of one
-// border in the same 4 channel planes: their points lie close together in the
-// map (L1 reuse for detector boxes). Tiles run box-fastest, so the blocks
-// resident at a time read a few channels' planes, which stay in L2.
-// The [N, C, H * W, 4] side (output, argmax, grad_output) goes through a shared
-// tile: a channel's 64 boxes x 4 borders are 256 consecutive values, read or
-// written by the block's 256 threads in one coalesced access.
+// Forward, C >= 32 channels: the input is read channels-last ([N, H, W, 4C];
+// an NCHW input is transposed once, kernels/common/layout.h). A block owns 8
+// boxes of one image (32 (box, border) items) and a chunk of 32 x VEC channels;
+// each warp walks one item at a time: the walk and the taps of a point are
+// warp-uniform, and lane l loads the VEC channels l * VEC .. of the four taps
+// (one coalesced 32 x VEC-channel access per tap; two points' loads in flight).
+// So the per-point arithmetic is shared by 32 x VEC channels and every load
+// instruction reads whole cache lines, whatever the boxes (neighbouring or
+// random). Tiles run box-fastest: the blocks resident at a time read one
+// channel chunk of the map, which stays in L2.
+// Forward, C < 32: NCHW, a block owns 64 consecutive boxes of one image and 4
+// consecutive channels; thread t walks border t / 64 of box t % 64 for the 4
+// channels (one walk, one set of taps per point, 16 independent loads per point).
+// Both write the [N, C, H * W, 4] output (and argmax_idx) through a shared tile,
+// so that a channel's run of boxes x 4 borders is written coalesced.
 //
-// Backward, default: each output adds its gradient times the four bilinear
-// weights of its winning point with atomics, straight into a zeroed gradient
-// (float, double) or a float buffer (half, bfloat16) converted at the end; the
-// order of the float additions varies from run to run (as mmcv's).
+// Backward: the NCHW tile layout above (64 boxes x 4 channels per block),
+// grad_output and argmax_idx read through the shared tile; each output adds
+// its gradient times the four bilinear weights of its winning point (replayed
+// walk) with atomics, straight into a zeroed gradient (float, double) or a
+// float buffer (half, bfloat16) converted at the end; the order of the float
+// additions varies from run to run (as mmcv's).
 // Deterministic (torch.use_deterministic_algorithms(True)): the same adds as
 // int64 fixed point (border_align_math.h's fixed_point_scale, from
 // max |grad_output| and H * W adds per pixel), whose total does not depend on
@@ -23,6 +30,8 @@
 // An argmax_idx outside [0, pool_size] sends nothing (never an out-of-bounds add).
 
 #include "border_align/border_align_kernels.h"
+#include "common/cuda_helpers.cuh"
+#include "common/layout.h"
 
 #include <ATen/Context.h>
 #include <ATen/Dispatch.h>
@@ -38,6 +47,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <type_traits>
 #include <vector>
 
 namespace mmops {
@@ -149,6 +159,128 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
+// ---- channels-last forward (C >= kMinChannelsLast)
+
+constexpr int kMinChannelsLast = 32;
+constexpr int kClBoxes = 8;                   // boxes of a tile
+constexpr int kClItems = kClBoxes * kBorders; // (box, border) items of a tile
+constexpr int kClWarps = 8;
+constexpr int kClThreads = kClWarps * 32;
+constexpr int kClItemStride = kClItems + 1; // a staged channel row, padded
+
+// The sample of VEC channels at the taps (products rounded once, added in
+// order: the CPU's arithmetic) and the loads it needs.
+template <typename PackT, typename acc_t>
+struct PointLoad {
+  Taps<acc_t> taps;
+  PackT px[4];
+};
+
+template <typename PackT, typename acc_t>
+__device__ inline PointLoad<PackT, acc_t> load_point(const Walk<acc_t>& w, const PackT* pixels, int64_t pixel_stride,
+                                                     int64_t height, int64_t width, bool wanted) {
+  PointLoad<PackT, acc_t> l;
+  l.taps = taps_at(w.y, w.x, height, width);
+  const bool load = wanted && l.taps.valid;
+#pragma unroll
+  for (int j = 0; j < 4; ++j) {
+    l.px[j] = load ? cuda_helpers::load_readonly(pixels + l.taps.c.offset[j] * pixel_stride) : PackT{};
+  }
+  return l;
+}
+
+template <typename acc_t, typename PackT>
+__device__ inline acc_t point_value(const PointLoad<PackT, acc_t>& l, int v) {
+  if (!l.taps.valid) {
+    return acc_t(0);
+  }
+  acc_t value = mul_rn(l.taps.c.weight[0], static_cast<acc_t>(l.px[0].v[v]));
+  value += mul_rn(l.taps.c.weight[1], static_cast<acc_t>(l.px[1].v[v]));
+  value += mul_rn(l.taps.c.weight[2], static_cast<acc_t>(l.px[2].v[v]));
+  value += mul_rn(l.taps.c.weight[3], static_cast<acc_t>(l.px[3].v[v]));
+  return value;
+}
+
+template <typename scalar_t, int VEC, bool kArgmax>
+__global__ void __launch_bounds__(kClThreads)
+    forward_channels_last_kernel(const scalar_t* __restrict__ input, // [N, H, W, 4C] in memory
+                                 const scalar_t* __restrict__ boxes, // [N, K, 4]
+                                 scalar_t* __restrict__ output,      // [N, C, K, 4]
+                                 int32_t* __restrict__ argmax,       // [N, C, K, 4] when kArgmax
+                                 const BorderAlignParams p, int64_t box_tiles, int64_t channel_tiles, int64_t tiles) {
+  using acc_t = at::opmath_type<scalar_t>;
+  using PackT = cuda_helpers::Pack<scalar_t, VEC>;
+  constexpr int kChannels = 32 * VEC; // channels of a tile
+  // staged[row * kClItemStride + item], row = v * 32 + lane for channel lane * VEC + v
+  __shared__ scalar_t staged_value[kChannels * kClItemStride];
+  __shared__ int32_t staged_index[kArgmax ? kChannels * kClItemStride : 1];
+  const int lane = threadIdx.x % 32;
+  const int warp = threadIdx.x / 32;
+  const int64_t plane = p.height * p.width;
+  const int64_t pixel_stride = kBorders * p.channels / VEC; // packs from one pixel to the next
+  // The tile loop is uniform across the block (the __syncthreads() inside it).
+  for (int64_t tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
+    const int64_t kt = tile % box_tiles;
+    const int64_t rest = tile / box_tiles;
+    const int64_t c0 = (rest % channel_tiles) * kChannels;
+    const int64_t n = rest / channel_tiles;
+    const int64_t k0 = kt * kClBoxes;
+    const int nk = static_cast<int>(p.boxes - k0 < kClBoxes ? p.boxes - k0 : kClBoxes);
+    const int64_t c = c0 + lane * VEC;                              // the lane's first channel within its group
+    const bool active = c < p.channels;                             // VEC divides C: all of the lane's channels or none
+    for (int item = warp; item < nk * kBorders; item += kClWarps) { // warp-uniform
+      const int box = item / kBorders;
+      const int border = item % kBorders;
+      const scalar_t* b = boxes + (n * p.boxes + k0 + box) * 4;
+      Walk<acc_t> w = border_walk<acc_t>(b[0], b[1], b[2], b[3], border, p.pool_size);
+      const PackT* pixels = reinterpret_cast<const PackT*>(input + n * plane * kBorders * p.channels +
+                                                           border * p.channels + (active ? c : 0));
+      MaxTracker<acc_t> best[VEC];
+      // Two points' loads are issued before either is used; the maximum sees them in order.
+      for (int64_t i = 0; i <= p.pool_size; i += 2) {
+        const bool second = i + 1 <= p.pool_size;
+        Walk<acc_t> next = w;
+        advance(next);
+        const PointLoad<PackT, acc_t> first_point = load_point(w, pixels, pixel_stride, p.height, p.width, active);
+        const PointLoad<PackT, acc_t> second_point =
+            load_point(next, pixels, pixel_stride, p.height, p.width, active && second);
+#pragma unroll
+        for (int v = 0; v < VEC; ++v) {
+          best[v].update(point_value(first_point, v), static_cast<int>(i));
+          if (second) {
+            best[v].update(point_value(second_point, v), static_cast<int>(i + 1));
+          }
+        }
+        w = next;
+        advance(w);
+      }
+#pragma unroll
+      for (int v = 0; v < VEC; ++v) {
+        const int at = (v * 32 + lane) * kClItemStride + item;
+        staged_value[at] = static_cast<scalar_t>(best[v].result());
+        if constexpr (kArgmax) {
+          staged_index[at] = best[v].index;
+        }
+      }
+    }
+    __syncthreads();
+    // Coalesced write: channel c0 + cl holds nk * 4 consecutive outputs.
+    for (int e = threadIdx.x; e < kChannels * kClItems; e += kClThreads) {
+      const int cl = e / kClItems;
+      const int item = e % kClItems;
+      if (item < nk * kBorders && c0 + cl < p.channels) {
+        const int at = ((cl % VEC) * 32 + cl / VEC) * kClItemStride + item;
+        const int64_t o = ((n * p.channels + c0 + cl) * p.boxes + k0) * kBorders + item;
+        output[o] = staged_value[at];
+        if constexpr (kArgmax) {
+          argmax[o] = staged_index[at];
+        }
+      }
+    }
+    __syncthreads();
+  }
+}
+
 // sum_t: acc_t (atomics of values) or int64_t (fixed point, kFixedPoint).
 template <typename scalar_t, typename sum_t, bool kFixedPoint>
 __global__ void __launch_bounds__(kThreads)
@@ -249,20 +381,53 @@ Grid grid_of(const BorderAlignParams& p) {
 std::tuple<at::Tensor, at::Tensor> border_align_forward_cuda(const at::Tensor& input_, const at::Tensor& boxes_,
                                                              const BorderAlignParams& p, bool with_argmax) {
   const c10::cuda::CUDAGuard guard(input_.device());
-  const at::Tensor input = input_.contiguous();
   const at::Tensor boxes = boxes_.contiguous();
-  at::Tensor output = at::empty({p.batch, p.channels, p.boxes, kBorders}, input.options());
-  at::Tensor argmax = at::empty(with_argmax ? output.sizes() : at::IntArrayRef{0}, input.options().dtype(at::kInt));
+  at::Tensor output = at::empty({p.batch, p.channels, p.boxes, kBorders}, input_.options());
+  at::Tensor argmax = at::empty(with_argmax ? output.sizes() : at::IntArrayRef{0}, input_.options().dtype(at::kInt));
   if (output.numel() == 0) {
     return {output, argmax};
   }
   const cudaStream_t stream = c10::cuda::getCurrentCUDAStream();
+  int32_t* argmax_data = with_argmax ? argmax.mutable_data_ptr<int32_t>() : nullptr;
+  if (p.channels >= kMinChannelsLast) {
+    const at::Tensor input = channels_last_cuda(input_);
+    AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, input.scalar_type(), "mmops::border_align (CUDA)", [&] {
+      constexpr int kVec = cuda_helpers::channel_vector<scalar_t>();
+      using WidePack = cuda_helpers::Pack<scalar_t, kVec>;
+      // whole vectors: VEC divides C, a tile of 32 x VEC channels is filled, the data aligned
+      const bool vectorized = p.channels % kVec == 0 && p.channels >= 32 * kVec &&
+                              reinterpret_cast<uintptr_t>(input.const_data_ptr<scalar_t>()) % alignof(WidePack) == 0;
+      auto launch = [&](auto vec_tag) {
+        constexpr int VEC = decltype(vec_tag)::value;
+        const int64_t box_tiles = (p.boxes + kClBoxes - 1) / kClBoxes;
+        const int64_t channel_tiles = (p.channels + 32 * VEC - 1) / (32 * VEC);
+        const int64_t tiles = p.batch * channel_tiles * box_tiles;
+        if (with_argmax) {
+          forward_channels_last_kernel<scalar_t, VEC, true><<<blocks_for(tiles), kClThreads, 0, stream>>>(
+              input.const_data_ptr<scalar_t>(), boxes.const_data_ptr<scalar_t>(), output.mutable_data_ptr<scalar_t>(),
+              argmax_data, p, box_tiles, channel_tiles, tiles);
+        } else {
+          forward_channels_last_kernel<scalar_t, VEC, false><<<blocks_for(tiles), kClThreads, 0, stream>>>(
+              input.const_data_ptr<scalar_t>(), boxes.const_data_ptr<scalar_t>(), output.mutable_data_ptr<scalar_t>(),
+              nullptr, p, box_tiles, channel_tiles, tiles);
+        }
+        C10_CUDA_KERNEL_LAUNCH_CHECK();
+      };
+      if (vectorized) {
+        launch(std::integral_constant<int, kVec>{});
+      } else {
+        launch(std::integral_constant<int, 1>{});
+      }
+    });
+    return {output, argmax};
+  }
+  const at::Tensor input = input_.contiguous();
   const Grid grid = grid_of(p);
   AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, input.scalar_type(), "mmops::border_align (CUDA)", [&] {
     if (with_argmax) {
       forward_kernel<scalar_t, true><<<blocks_for(grid.tiles), kThreads, 0, stream>>>(
           input.const_data_ptr<scalar_t>(), boxes.const_data_ptr<scalar_t>(), output.mutable_data_ptr<scalar_t>(),
-          argmax.mutable_data_ptr<int32_t>(), p, grid.box_tiles, grid.channel_tiles, grid.tiles);
+          argmax_data, p, grid.box_tiles, grid.channel_tiles, grid.tiles);
     } else {
       forward_kernel<scalar_t, false><<<blocks_for(grid.tiles), kThreads, 0, stream>>>(
           input.const_data_ptr<scalar_t>(), boxes.const_data_ptr<scalar_t>(), output.mutable_data_ptr<scalar_t>(),

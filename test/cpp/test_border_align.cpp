@@ -161,19 +161,23 @@ TEST(BorderAlign, CudaMatchesCpu) {
     GTEST_SKIP() << "SKIPPED: no CUDA device";
   }
   at::manual_seed(2);
-  const at::Tensor x0 = at::randn({2, 4 * 7, 9, 70});
-  const at::Tensor boxes0 = detector_boxes(2, 9, 70);
-  for (auto dtype : {at::kFloat, at::kDouble, at::kHalf, at::kBFloat16}) {
-    const at::Tensor boxes = boxes0.to(dtype);
-    const at::Tensor xc = x0.to(dtype).cuda().detach().requires_grad_(true);
-    const at::Tensor xh = x0.to(dtype).detach().requires_grad_(true);
-    const at::Tensor oc = mmops::border_align(xc, boxes.cuda(), 10), oh = mmops::border_align(xh, boxes, 10);
-    EXPECT_TRUE(at::equal(oc.cpu(), oh)) << dtype; // the same arithmetic on both devices
-    const at::Tensor go = at::randn(oh.sizes()).to(dtype);
-    oc.backward(go.cuda());
-    oh.backward(go);
-    const double tol = dtype == at::kDouble ? 1e-10 : (dtype == at::kFloat ? 1e-5 : 5e-2);
-    EXPECT_TRUE(xc.grad().cpu().to(at::kDouble).allclose(xh.grad().to(at::kDouble), tol, tol)) << dtype;
+  // 7 channels: the NCHW kernel; 128: the channels-last one
+  for (const int64_t channels : {7, 128}) {
+    const at::Tensor x0 = at::randn({2, 4 * channels, 9, 70});
+    const at::Tensor boxes0 = detector_boxes(2, 9, 70);
+    for (auto dtype : {at::kFloat, at::kDouble, at::kHalf, at::kBFloat16}) {
+      const at::Tensor boxes = boxes0.to(dtype);
+      const at::Tensor xc = x0.to(dtype).cuda().detach().requires_grad_(true);
+      const at::Tensor xh = x0.to(dtype).detach().requires_grad_(true);
+      const at::Tensor oc = mmops::border_align(xc, boxes.cuda(), 10), oh = mmops::border_align(xh, boxes, 10);
+      EXPECT_TRUE(at::equal(oc.cpu(), oh)) << channels << " " << dtype; // the same arithmetic on both devices
+      const at::Tensor go = at::randn(oh.sizes()).to(dtype);
+      oc.backward(go.cuda());
+      oh.backward(go);
+      const double tol = dtype == at::kDouble ? 1e-10 : (dtype == at::kFloat ? 1e-5 : 5e-2);
+      EXPECT_TRUE(xc.grad().cpu().to(at::kDouble).allclose(xh.grad().to(at::kDouble), tol, tol))
+          << channels << " " << dtype;
+    }
   }
 }
 

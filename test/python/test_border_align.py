@@ -63,10 +63,22 @@ def _empty(device, dtype):
     ]
 
 
+# CUDA forward paths: C < 32 (NCHW kernel), 32 <= C (channels-last kernel; one channel per
+# lane, or VEC = 4 (2 for float64) channels per lane when VEC divides C and C >= 32 * VEC)
+CUDA_PATH_SHAPES = [  # (N, C, H, W, boxes, pool_size)
+    (2, 3, 5, 6, "wild", 3),
+    (2, 6, 11, 13, "detector", 10),
+    (1, 5, 9, 17, "random", 4),
+    (1, 40, 6, 7, "detector", 3),
+    (2, 128, 5, 9, "wild", 10),
+    (1, 130, 4, 6, "random", 2),
+]
+
+
 def _cuda_samples(dtype):
-    """Both box distributions, maps of several box tiles and a channel count that leaves a
-    partial channel tile."""
-    for n, c, h, w, kind, pool in [(2, 3, 4, 5, "wild", 3), (2, 6, 11, 13, "detector", 10), (1, 5, 9, 17, "random", 4)]:
+    """Every forward path, both box distributions, maps of several box tiles and channel
+    counts that leave partial channel tiles."""
+    for n, c, h, w, kind, pool in CUDA_PATH_SHAPES:
         x, boxes = make_inputs(n, c, h, w, kind, seed=40 + c, dtype=dtype)
         yield Sample((x, boxes, pool))
 
@@ -479,7 +491,9 @@ def test_huge_map_gives_our_error():
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("kind", ["detector", "random", "wild"])
 def test_cuda_matches_cpu(dtype, kind):
-    for n, c, h, w, pool in [(2, 5, 9, 70, 10), (1, 3, 33, 17, 1), (3, 8, 4, 4, 7)]:
+    shapes = [(2, 5, 9, 70, 10), (1, 3, 33, 17, 1), (3, 8, 4, 4, 7), (1, 64, 9, 70, 10), (2, 256, 6, 11, 10)]
+    shapes += [(n, c, h, w, pool) for n, c, h, w, _, pool in CUDA_PATH_SHAPES]
+    for n, c, h, w, pool in shapes:
         x, boxes = make_inputs(n, c, h, w, kind, seed=13, dtype=dtype)
         go = torch.randn(n, c, h * w, 4, generator=torch.Generator().manual_seed(14)).to(dtype)
         out, arg = fwd_op(x, boxes, pool)
@@ -490,6 +504,31 @@ def test_cuda_matches_cpu(dtype, kind):
         _, grad = grad_of(x, boxes, pool, go)
         _, grad_c = grad_of(x.cuda(), boxes.cuda(), pool, go.cuda())
         torch.testing.assert_close(grad_c.cpu(), grad, **TOL[dtype])
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_cuda_channels_last_and_misaligned_inputs(dtype):
+    # the channels-last kernel reads a channels-last input in place; a view whose data is not
+    # aligned to the channel vector takes the one-channel-per-lane path
+    x, boxes = make_inputs(2, 128, 5, 6, "detector", seed=18, dtype=dtype)
+    expected = op(x, boxes, 10)
+    xc, bc = x.cuda(), boxes.cuda()
+    torch.testing.assert_close(
+        op(xc.contiguous(memory_format=torch.channels_last), bc, 10).cpu(), expected, rtol=0, atol=0
+    )
+    n, c4, h, w = x.shape
+    flat = torch.empty(n * h * w * c4 + 1, dtype=dtype, device="cuda")[1:]
+    shifted = flat.view(n, h, w, c4).permute(0, 3, 1, 2)
+    shifted.copy_(xc)
+    assert shifted.is_contiguous(memory_format=torch.channels_last) and shifted.data_ptr() % 16 != 0
+    torch.testing.assert_close(op(shifted, bc, 10).cpu(), expected, rtol=0, atol=0)
+    torch.testing.assert_close(
+        op(xc[:, :, :, 1:], bc[:, : h * (w - 1)], 10).cpu(),
+        op(x[:, :, :, 1:], boxes[:, : h * (w - 1)], 10),
+        rtol=0,
+        atol=0,
+    )
 
 
 @pytest.mark.cuda
