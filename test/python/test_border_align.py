@@ -395,11 +395,13 @@ def test_nan_wins_and_inf_or_nan_boxes_are_defined():
     exp, exp_arg = border_align_ref(y.detach(), bad.double(), 2, with_argmax=True)
     torch.testing.assert_close(out, exp, rtol=0, atol=0, equal_nan=True)
     assert torch.equal(argmax.long(), exp_arg)
-    # x1 = NaN: every point of the borders from (x1, y1) is worth 0; the bottom / right
-    # borders keep their start (x2, y2), the NaN step makes their other points worth 0
+    # x1 = NaN: every point of the borders from (x1, y1) is worth 0; the bottom border keeps
+    # its start (x2, y2) and its NaN step makes its other points worth 0; the right border
+    # (x = x2, y from y2 = 1 to y1 = 0) is finite and clamps onto row 0: all its points are
+    # pixel (0, 1) of group 3
     assert out[0, 0, 0, :2].tolist() == [0.0, 0.0]
     start = y.detach()[0, 2:, 0, 1]  # (x2, y2) = (1, 1) clamps onto row 0: pixel (0, 1) of groups 2, 3
-    assert out[0, 0, 0, 2:].tolist() == start.clamp(min=0).tolist()
+    assert out[0, 0, 0, 2:].tolist() == [max(start[0].item(), 0.0), start[1].item()]
     op(y, bad.double(), 2).sum().backward()
     assert torch.isfinite(y.grad).all()
 
