@@ -9,7 +9,7 @@
 // per-task buffer [box][border][C], written out channel by channel as runs of
 // the [N, C, H * W, 4] output. The arithmetic per value is the CUDA kernels'
 // (products rounded once, added in order): bitwise the same results.
-// Backward: parallel over (image, chunk of 16 channels): a task owns the
+// Backward: parallel over (image, chunk of up to 16 channels): a task owns the
 // gradient planes of its channels (four each, one per border); per chunk of
 // boxes it computes the taps of the points its winners need once (walking as
 // the forward) and adds each output's gradient at its winning point's taps,
@@ -129,7 +129,14 @@ int64_t backward_chunk_boxes(int64_t pool_size) {
   return std::clamp<int64_t>(4096 / (kBorders * (pool_size + 1)), 1, 16);
 }
 
-constexpr int64_t kBackwardChannels = 16; // channels per backward task
+// Channels per backward task: up to 16 (they share the taps of their boxes), fewer
+// when that would leave threads idle (the result does not depend on it: every
+// plane is still summed by one task, in box order).
+int64_t backward_task_channels(const BorderAlignParams& p) {
+  const int64_t wanted_tasks = 4 * static_cast<int64_t>(at::get_num_threads());
+  const int64_t per_task = (p.batch * p.channels + wanted_tasks - 1) / wanted_tasks;
+  return std::clamp<int64_t>(per_task, 1, 16);
+}
 
 template <typename scalar_t>
 void backward_impl(const at::Tensor& grad_output, const at::Tensor& boxes, const at::Tensor& argmax, at::Tensor& grad,
@@ -142,7 +149,8 @@ void backward_impl(const at::Tensor& grad_output, const at::Tensor& boxes, const
   const int64_t plane = p.height * p.width;
   const int64_t points = p.pool_size + 1;
   const int64_t chunk = backward_chunk_boxes(p.pool_size);
-  const int64_t channel_chunks = (p.channels + kBackwardChannels - 1) / kBackwardChannels;
+  const int64_t task_channels = backward_task_channels(p);
+  const int64_t channel_chunks = (p.channels + task_channels - 1) / task_channels;
   // A task: image n, channels [c_lo, c_hi), i.e. the gradient planes (n, g * C + c) it alone writes.
   at::parallel_for(0, p.batch * channel_chunks, 1, [&](int64_t begin, int64_t end) {
     // taps of point i of border g of box k0 + kl at table[(kl * 4 + g) * points + i], computed on
@@ -152,8 +160,8 @@ void backward_impl(const at::Tensor& grad_output, const at::Tensor& boxes, const
     std::vector<int64_t> computed(walks.size());
     for (int64_t item = begin; item < end; ++item) {
       const int64_t n = item / channel_chunks;
-      const int64_t c_lo = (item % channel_chunks) * kBackwardChannels;
-      const int64_t c_hi = std::min(p.channels, c_lo + kBackwardChannels);
+      const int64_t c_lo = (item % channel_chunks) * task_channels;
+      const int64_t c_hi = std::min(p.channels, c_lo + task_channels);
       for (int64_t k0 = 0; k0 < p.boxes; k0 += chunk) {
         const int64_t nk = std::min(chunk, p.boxes - k0);
         for (int64_t kl = 0; kl < nk; ++kl) {
