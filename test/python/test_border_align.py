@@ -445,6 +445,20 @@ def test_deterministic_mode_gives_the_same_gradient():
     torch.testing.assert_close(g_det, g, rtol=0, atol=0)  # the CPU backward is deterministic anyway
 
 
+def test_cpu_results_do_not_depend_on_the_thread_count():
+    x, boxes = make_inputs(2, 20, 6, 7, "random", seed=19)
+    go = torch.randn(2, 20, 42, 4, generator=torch.Generator().manual_seed(20))
+    threads = torch.get_num_threads()
+    try:
+        torch.set_num_threads(1)
+        out1, g1 = grad_of(x, boxes, 5, go)
+        torch.set_num_threads(max(2, threads))
+        out2, g2 = grad_of(x, boxes, 5, go)
+    finally:
+        torch.set_num_threads(threads)
+    assert torch.equal(out1, out2) and torch.equal(g1, g2)
+
+
 def test_autocast_runs_mixed_inputs_in_float32():
     x, boxes = make_inputs(1, 2, 3, 4, "detector", seed=10)
     with torch.autocast("cpu", dtype=torch.bfloat16):
