@@ -59,6 +59,8 @@ SMALL_RUNS = {
     "box3d": ["--cases", "roiaware_pool3d_max", "--distributions", "objects"],
     # --- psa_mask ---
     "psa_mask": ["--cases", "local9_24", "--types", "collect"],
+    # --- cc_attention ---
+    "cc_attention": ["--cases", "small_24"],
     # --- border_align ---
     "border_align": ["--cases", "small", "--boxes", "detector"],
     # --- corner_pool ---

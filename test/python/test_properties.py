@@ -205,6 +205,7 @@ def _references():
     import test_roi_pool as rp
     from border_align_reference import border_align_ref
     from carafe_reference import carafe_reference
+    from cc_attention_reference import ca_map_ref, ca_weight_ref
     from corner_pool_reference import corner_pool_ref
     from deform_roi_pool_reference import deform_roi_pool_reference
     from psa_mask_reference import psa_mask_ref
@@ -228,6 +229,8 @@ def _references():
         "mmops::masked_conv2d": mc.reference,
         "mmops::deform_roi_pool": deform_roi_pool_reference,
         "mmops::psa_mask": psa_mask_ref,
+        "mmops::ca_weight": ca_weight_ref,
+        "mmops::ca_map": ca_map_ref,
         "mmops::border_align": border_align_ref,
         "mmops::corner_pool": corner_pool_ref,
         # --- diff_iou_rotated ---

@@ -67,6 +67,8 @@ _FUNCTION_ROUTES: List[Tuple[str, str, Any]] = [
 # (mmcv module, class, method, replacement)
 _METHOD_ROUTES: List[Tuple[str, str, str, Any]] = [
     ("mmcv.ops.multi_scale_deform_attn", "MultiScaleDeformableAttention", "forward", _routes.msda_forward),
+    # --- cc_attention ---
+    ("mmcv.ops.cc_attention", "CrissCrossAttention", "forward", _routes.cc_attention_forward),
     # --- corner_pool ---
     ("mmcv.ops.corner_pool", "CornerPool", "forward", _routes.corner_pool_forward),
 ]

@@ -348,6 +348,15 @@ def psa_mask(input: Tensor, psa_type: Any, mask_size: Any) -> Tensor:
     return torch.ops.mmops.psa_mask(input, psa_type_name(psa_type), pair(mask_size, "mask_size"))
 
 
+# --- cc_attention ---
+def cc_attention_forward(self, x: Tensor) -> Tensor:
+    """mmcv's CrissCrossAttention.forward through mmops's ca_weight / ca_map (mmcv 2.x runs an
+    einsum composite with a -inf diagonal; the result is the same, docs/ops/cc_attention.md)."""
+    from mmops.cc_attention import CrissCrossAttention
+
+    return CrissCrossAttention.forward(self, x)
+
+
 # --- corner_pool ---
 _CORNER_POOL_DIM_FLIP = {"bottom": (2, False), "left": (3, True), "right": (3, False), "top": (2, True)}
 
