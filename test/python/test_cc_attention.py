@@ -59,7 +59,7 @@ def _map_empty(device, dtype):
     return [
         Sample((torch.randn(0, 8, 4, 5, **f), torch.randn(0, 3, 4, 5, **f)), out_shapes=[(0, 3, 4, 5)]),
         Sample((torch.randn(2, 8, 4, 5, **f), torch.randn(2, 0, 4, 5, **f)), out_shapes=[(2, 0, 4, 5)]),
-        Sample((torch.randn(2, 4, 4, 0, **f), torch.randn(2, 3, 4, 0, **f)), out_shapes=[(2, 3, 4, 0)]),
+        Sample((torch.randn(2, 3, 4, 0, **f), torch.randn(2, 5, 4, 0, **f)), out_shapes=[(2, 5, 4, 0)]),
     ]
 
 
@@ -272,7 +272,7 @@ def test_gradcheck():
         ca_weight, (t[:, :, :1].detach().requires_grad_(), f[:, :, :1].detach().requires_grad_())
     )
     assert torch.autograd.gradcheck(
-        ca_map, (randn(1, 3, 4, 1, seed=15).requires_grad_(), randn(1, 2, 4, 1, seed=16).requires_grad_())
+        ca_map, (randn(1, 4, 4, 1, seed=15).requires_grad_(), randn(1, 2, 4, 1, seed=16).requires_grad_())
     )
 
 
