@@ -153,7 +153,10 @@ def bench_cc(case, dtype_name, op, run, timer, problems):
     base_out = base()
     base_grads = torch.autograd.grad(base_out, leaves, go)
     pairs = [("reference", out[:1], ref), ("composite", out, base_out)]
-    pairs += [(f"grad {i}", g, bg) for i, (g, bg) in enumerate(zip(grads, base_grads))]
+    # The key bias adds a per-pixel constant to the energies, which the softmax cancels: its
+    # gradient is zero up to rounding on both sides, so a relative error of it means nothing.
+    checked = [i for i, leaf in enumerate(leaves) if op != "module" or leaf is not module.key_conv.bias]
+    pairs += [(f"grad {i}", grads[i], base_grads[i]) for i in checked]
     row.check = _check(name, pairs, TOL[dtype], problems)
     del out, grads, base_out, base_grads, ref
     with torch.no_grad():

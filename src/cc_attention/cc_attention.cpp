@@ -12,12 +12,24 @@
 
 #include <torch/library.h>
 
+namespace {
+
+// define_op's tags plus flexible_layout: the kernels take any strides (they make their
+// inputs contiguous), so inductor keeps its own layouts around these ops. Without the tag
+// inductor pins the inputs to the traced strides, and a 1x1 convolution feeding ca_map
+// (CrissCrossAttention) made torch.compile(dynamic=True) specialise H and W.
+void define_flexible(torch::Library& m, const char* schema) {
+  m.def(schema, {at::Tag::pt2_compliant_tag, at::Tag::flexible_layout});
+}
+
+} // namespace
+
 TORCH_LIBRARY_FRAGMENT(mmops, m) {
-  using mmops::detail::define_op;
-  define_op(m, "ca_weight(Tensor t, Tensor f) -> Tensor");
-  define_op(m, "_ca_weight_backward(Tensor grad_weight, Tensor t, Tensor f) -> (Tensor grad_t, Tensor grad_f)");
-  define_op(m, "ca_map(Tensor weight, Tensor g) -> Tensor");
-  define_op(m, "_ca_map_backward(Tensor grad_out, Tensor weight, Tensor g) -> (Tensor grad_weight, Tensor grad_g)");
+  define_flexible(m, "ca_weight(Tensor t, Tensor f) -> Tensor");
+  define_flexible(m, "_ca_weight_backward(Tensor grad_weight, Tensor t, Tensor f) -> (Tensor grad_t, Tensor grad_f)");
+  define_flexible(m, "ca_map(Tensor weight, Tensor g) -> Tensor");
+  define_flexible(m,
+                  "_ca_map_backward(Tensor grad_out, Tensor weight, Tensor g) -> (Tensor grad_weight, Tensor grad_g)");
 }
 
 namespace mmops {
