@@ -3,7 +3,7 @@
 mmcv-lite's ``mmcv/ops/*.py`` call ``ext_loader.load_ext("_ext", names)`` at
 import, which only checks that each name exists. Every name exists here:
 the few kernels that mmcv's Python calls directly (NMS, soft-NMS, nms_match,
-box overlaps, version queries) run on mmops; every other one raises
+box overlaps, contour_expand, pixel_group, version queries) run on mmops; every other one raises
 NotImplementedError naming the mmcv op when called, never at import.
 """
 
@@ -90,6 +90,29 @@ def nms_match(dets: torch.Tensor, iou_threshold: float) -> list:
     return [g.tolist() if hasattr(g, "tolist") else list(g) for g in groups]
 
 
+def contour_expand(kernel_mask: torch.Tensor, internal_kernel_label: torch.Tensor, min_kernel_area: int, kernel_num: int) -> list:
+    """mmcv's kernel returns the label map as a list of rows (mmcv's result, no
+    progressive rounds)."""
+    return mmops_attr("contour_expand", "contour_expand")(
+        kernel_mask, internal_kernel_label, int(min_kernel_area), int(kernel_num)
+    ).tolist()
+
+
+def pixel_group(
+    score: torch.Tensor,
+    mask: torch.Tensor,
+    embedding: torch.Tensor,
+    kernel_label: torch.Tensor,
+    kernel_contour: torch.Tensor,
+    kernel_region_num: int,
+    distance_threshold: float,
+) -> list:
+    """mmcv's kernel returns one list [mean score, count, x0, y0, ...] per label."""
+    return mmops_attr("pixel_group", "pixel_group")(
+        score, mask, embedding, kernel_label, kernel_contour, int(kernel_region_num), float(distance_threshold)
+    )
+
+
 def bbox_overlaps(
     bboxes1: torch.Tensor,
     bboxes2: torch.Tensor,
@@ -118,6 +141,8 @@ SERVED: Dict[str, Callable[..., Any]] = {
     "softnms": softnms,
     "nms_match": nms_match,
     "bbox_overlaps": bbox_overlaps,
+    "contour_expand": contour_expand,
+    "pixel_group": pixel_group,
     "get_compiler_version": get_compiler_version,
     "get_compiling_cuda_version": get_compiling_cuda_version,
 }
