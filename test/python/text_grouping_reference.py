@@ -210,3 +210,75 @@ def pixel_group_layered(score, mask, embedding, kernel_label, kernel_contour, re
     )
     means, counts = _pixel_group_finish(score, labels, regions, rnd)
     return _unflatten(labels, height, width), means, counts
+
+
+# ----------------------------------------------------------------------------- synthetic maps
+
+
+def _instances(height, width, count, generator):
+    """count random axis-aligned text boxes (y0, x0, y1, x1), 2..H/3 x 4..W/2 pixels."""
+    import torch
+
+    boxes = []
+    for _ in range(count):
+        h = int(torch.randint(2, max(3, height // 3), (1,), generator=generator))
+        w = int(torch.randint(4, max(5, width // 2), (1,), generator=generator))
+        y0 = int(torch.randint(0, max(1, height - h), (1,), generator=generator))
+        x0 = int(torch.randint(0, max(1, width - w), (1,), generator=generator))
+        boxes.append((y0, x0, min(height, y0 + h), min(width, x0 + w)))
+    return boxes
+
+
+def _shrunk(box, ratio):
+    y0, x0, y1, x1 = box
+    dy, dx = int((y1 - y0) * (1 - ratio) / 2), int((x1 - x0) * (1 - ratio) / 2)
+    return y0 + dy, x0 + dx, max(y0 + dy + 1, y1 - dy), max(x0 + dx + 1, x1 - dx)
+
+
+def synthetic_psenet(height, width, instances, kernels, seed=0, noise=0.02):
+    """PSENet-like inputs: (kernel_mask [K, H, W] uint8, label [H, W] int32, kernel_num):
+    kernel k of each text box shrunk to 1 - 0.5 k / (K - 1), some pixels flipped; the
+    labels: the instance ids on the smallest kernel."""
+    import torch
+
+    g = torch.Generator().manual_seed(seed)
+    mask = torch.zeros(kernels, height, width, dtype=torch.uint8)
+    label = torch.zeros(height, width, dtype=torch.int32)
+    for i, box in enumerate(_instances(height, width, instances, g)):
+        for k in range(kernels):
+            y0, x0, y1, x1 = _shrunk(box, 1 - 0.5 * k / max(1, kernels - 1))
+            mask[k, y0:y1, x0:x1] = 1
+            if k == kernels - 1:
+                label[y0:y1, x0:x1] = i + 1
+    flip = torch.rand(kernels, height, width, generator=g) < noise
+    mask[flip] ^= 1
+    return mask, label, instances
+
+
+def synthetic_pan(height, width, instances, channels=4, seed=0, dtype=None, noise=0.02):
+    """PAN-like inputs: (score, mask, embedding, kernel_label, kernel_contour, R): text
+    boxes with kernels at half size, one embedding centre per instance plus noise, the
+    kernel contour = kernel pixels with a 4-neighbour of another label."""
+    import torch
+
+    dtype = dtype or torch.float32
+    g = torch.Generator().manual_seed(seed)
+    mask = torch.zeros(height, width, dtype=torch.bool)
+    label = torch.zeros(height, width, dtype=torch.int32)
+    centre = torch.zeros(height, width, channels)
+    for i, box in enumerate(_instances(height, width, instances, g)):
+        y0, x0, y1, x1 = box
+        mask[y0:y1, x0:x1] = True
+        centre[y0:y1, x0:x1] = torch.randn(channels, generator=g) * 2
+        ky0, kx0, ky1, kx1 = _shrunk(box, 0.5)
+        label[ky0:ky1, kx0:kx1] = i + 1
+    mask ^= torch.rand(height, width, generator=g) < noise
+    embedding = centre + torch.randn(height, width, channels, generator=g) * 0.3
+    score = torch.where(mask, 0.5 + 0.5 * torch.rand(height, width, generator=g), torch.rand(height, width, generator=g) * 0.5)
+    padded = torch.nn.functional.pad(label[None, None].float(), (1, 1, 1, 1), value=-1)[0, 0]
+    inner = padded[1:-1, 1:-1]
+    differs = (
+        (padded[:-2, 1:-1] != inner) | (padded[2:, 1:-1] != inner) | (padded[1:-1, :-2] != inner) | (padded[1:-1, 2:] != inner)
+    )
+    contour = ((label > 0) & differs).to(torch.uint8)
+    return score.to(dtype), mask, embedding.to(dtype), label, contour, instances + 1
