@@ -61,6 +61,8 @@ SMALL_RUNS = {
     "psa_mask": ["--cases", "local9_24", "--types", "collect"],
     # --- cc_attention ---
     "cc_attention": ["--cases", "small_24"],
+    # --- contour_expand, pixel_group ---
+    "text_grouping": ["--cases", "pixel_group", "--sizes", "160", "--instances", "10"],
     # --- border_align ---
     "border_align": ["--cases", "small", "--boxes", "detector"],
     # --- corner_pool ---
