@@ -707,3 +707,19 @@ def test_uninstall_restores_mmcv_and_install_reroutes():
     finally:
         mmops.mmcv_ops.install()
     assert mmops.mmcv_ops.is_installed() and roi_align_module.roi_align is routed
+
+
+def test_text_grouping_ops():
+    """mmcv.ops.contour_expand / pixel_group (mmcv's Python on the served ext kernels):
+    mmcv's own test vectors, numpy and tensors in, mmcv's lists out."""
+    from test_contour_expand import MMCV_GT, MMCV_LABEL, MMCV_MASK1
+    from test_pixel_group import MMCV_GT1, MMCV_GT2, mmcv_inputs
+
+    mask = np.stack([MMCV_MASK1, (MMCV_LABEL > 0).astype(np.uint8)])
+    for args in ((mask, MMCV_LABEL), (torch.from_numpy(mask), torch.from_numpy(MMCV_LABEL))):
+        result = ops.contour_expand(*args, 1, 3)
+        assert isinstance(result, list) and result == MMCV_GT.tolist()
+    inputs = mmcv_inputs()
+    for args in (inputs, [torch.from_numpy(a) for a in inputs]):
+        result = ops.pixel_group(*args, 3, 0.8)
+        assert result == [[0.0, 0.0], MMCV_GT1, MMCV_GT2]
