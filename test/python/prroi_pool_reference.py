@@ -10,10 +10,15 @@ import math
 import torch
 
 
+def _f(t):
+    """A 0-d tensor's value (no autograd)."""
+    return float(t.detach())
+
+
 def _value_at(plane, y, x):
     """Bilinear interpolation of plane [C, H, W] at (y, x) (0-d tensors), zeros outside."""
     C, H, W = plane.shape
-    i0, j0 = math.floor(float(y)), math.floor(float(x))
+    i0, j0 = math.floor(_f(y)), math.floor(_f(x))
     total = plane.new_zeros(C)
     for i in (i0, i0 + 1):
         for j in (j0, j0 + 1):
@@ -26,13 +31,13 @@ def _bin_mean(plane, y1, x1, y2, x2):
     """Mean of the interpolated plane over [y1, y2] x [x1, x2] (0-d tensors, positive area)."""
     C = plane.shape[0]
     total = plane.new_zeros(C)
-    for i in range(math.floor(float(y1)), math.ceil(float(y2))):
+    for i in range(math.floor(_f(y1)), math.ceil(_f(y2))):
         lo_y, hi_y = torch.clamp(y1, min=i), torch.clamp(y2, max=i + 1)
-        if float(hi_y) <= float(lo_y):
+        if _f(hi_y) <= _f(lo_y):
             continue
-        for j in range(math.floor(float(x1)), math.ceil(float(x2))):
+        for j in range(math.floor(_f(x1)), math.ceil(_f(x2))):
             lo_x, hi_x = torch.clamp(x1, min=j), torch.clamp(x2, max=j + 1)
-            if float(hi_x) <= float(lo_x):
+            if _f(hi_x) <= _f(lo_x):
                 continue
             centre = _value_at(plane, (lo_y + hi_y) / 2, (lo_x + hi_x) / 2)
             total = total + centre * (hi_y - lo_y) * (hi_x - lo_x)
@@ -48,11 +53,11 @@ def prroi_pool_ref(x, rois, output_size, spatial_scale=1.0):
     for k in range(rois.shape[0]):
         b = int(rois[k, 0])
         x1, y1, x2, y2 = (rois[k, i] * spatial_scale for i in range(1, 5))
-        if not all(math.isfinite(float(v)) for v in (x1, y1, x2, y2)):
+        if not all(math.isfinite(_f(v)) for v in (x1, y1, x2, y2)):
             out.append(x.new_full((C, PH, PW), math.nan))
             continue
         bin_w, bin_h = torch.clamp(x2 - x1, min=0) / PW, torch.clamp(y2 - y1, min=0) / PH
-        if float(bin_w) <= 0 or float(bin_h) <= 0:
+        if _f(bin_w) <= 0 or _f(bin_h) <= 0:
             out.append(x.new_zeros(C, PH, PW) * (x1 + y1 + x2 + y2))  # zeros, no gradient
             continue
         bins = []

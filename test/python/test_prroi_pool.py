@@ -205,13 +205,16 @@ def test_known_vector_one_pixel():
 def test_gradcheck_input_and_rois():
     torch.manual_seed(3)
     x = torch.randn(2, 2, 6, 7, dtype=torch.float64, requires_grad=True)
-    rois = torch.tensor(
-        [[0, 0.3, 0.45, 4.1, 5.3], [1, -1.2, 2.15, 3.3, 7.6], [1, 2.6, 1.1, 8.35, 3.9]],
-        dtype=torch.float64,
-        requires_grad=True,
-    )
-    assert torch.autograd.gradcheck(lambda a, r: op(a, r, [2, 3], 1.0), (x, rois), eps=1e-6, atol=1e-6)
-    assert torch.autograd.gradcheck(lambda a, r: mmops.PrRoIPool(2, 0.5)(a, r), (x, rois * 2), eps=1e-6, atol=1e-6)
+    batch = torch.tensor([[0.0], [1.0], [1.0]], dtype=torch.float64)
+    coords = torch.tensor(
+        [[0.3, 0.45, 4.1, 5.3], [-1.2, 2.15, 3.3, 7.6], [2.6, 1.1, 8.35, 3.9]], dtype=torch.float64, requires_grad=True
+    )  # gradcheck moves the coordinates only: a batch index is no variable
+
+    def pooled(a, c, scale=1.0):
+        return op(a, torch.cat([batch, c], 1), [2, 3], scale)
+
+    assert torch.autograd.gradcheck(pooled, (x, coords), eps=1e-6, atol=1e-6)
+    assert torch.autograd.gradcheck(lambda a, c: pooled(a, c * 2, 0.5), (x, coords), eps=1e-6, atol=1e-6)
 
 
 def test_degenerate_outside_and_non_finite_rois():
