@@ -23,7 +23,7 @@
 // float buffer (half, bfloat16) converted at the end; the order of the float
 // additions varies from run to run (as mmcv's).
 // Deterministic (torch.use_deterministic_algorithms(True)): the same adds as
-// int64 fixed point (border_align_math.h's fixed_point_scale, from
+// int64 fixed point (common/fixed_point.h's fixed_point_scale, from
 // max |grad_output| and H * W adds per pixel), whose total does not depend on
 // their order: bitwise repeatable gradients, rounded to about 2^-62 of
 // H * W * max |grad_output|. A non-finite grad_output makes that gradient all NaN.
@@ -31,6 +31,7 @@
 
 #include "border_align/border_align_kernels.h"
 #include "common/cuda_helpers.cuh"
+#include "common/fixed_point_cuda.cuh"
 #include "common/layout.h"
 
 #include <ATen/Context.h>
@@ -354,16 +355,6 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
-template <typename scalar_t>
-__global__ void __launch_bounds__(kThreads)
-    fixed_point_to_value_kernel(const int64_t* __restrict__ sums, scalar_t* __restrict__ out, int64_t n,
-                                const double* __restrict__ max_abs, double adds_bound) {
-  const double scale = fixed_point_scale(*max_abs, adds_bound);
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
-    out[i] = static_cast<scalar_t>(isfinite(scale) ? static_cast<double>(sums[i]) / scale : NAN);
-  }
-}
-
 struct Grid {
   int64_t box_tiles, channel_tiles, tiles;
 };
@@ -467,7 +458,7 @@ at::Tensor border_align_backward_cuda(const at::Tensor& grad_output_, const at::
       C10_CUDA_KERNEL_LAUNCH_CHECK();
       grad = at::empty(shape, grad_output.options());
       const int64_t blocks = std::min<int64_t>((numel + kThreads - 1) / kThreads, int64_t(1) << 20);
-      fixed_point_to_value_kernel<scalar_t>
+      fixed_point::fixed_point_to_value_kernel<scalar_t, double>
           <<<blocks, kThreads, 0, stream>>>(sums.const_data_ptr<int64_t>(), grad.mutable_data_ptr<scalar_t>(), numel,
                                             max_abs.const_data_ptr<double>(), static_cast<double>(p.boxes));
       C10_CUDA_KERNEL_LAUNCH_CHECK();

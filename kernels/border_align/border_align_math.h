@@ -26,6 +26,7 @@
 
 #include <c10/macros/Macros.h>
 
+#include "common/fixed_point.h"
 #include "common/host_device_math.h"
 #include "common/roi_bilinear.h"
 
@@ -132,29 +133,9 @@ C10_HOST_DEVICE inline T blend(const Taps<T>& t, const scalar_t* plane) {
   return v;
 }
 
-// Deterministic CUDA gradient sums add int64 fixed-point values round(value *
-// scale) (the scheme of roi_pool's deterministic backward), whose total does not
-// depend on the order of the adds. A pixel receives, from each of the
-// `adds_bound` outputs of its plane, values whose magnitudes add up to at most
-// max_abs (the bilinear weights sum to 1); the scale is the largest power of two
-// that keeps their total under 2^62 (at most 2^1000: tiny gradients). NaN when
-// max_abs is not finite.
-C10_HOST_DEVICE inline double fixed_point_scale(double max_abs, double adds_bound) {
-  if (max_abs == 0.0) {
-    return 1.0;
-  }
-  if (!host_device_math::is_finite(max_abs)) {
-    return NAN;
-  }
-  const double bound = max_abs * (adds_bound > 1.0 ? adds_bound : 1.0);
-#ifdef __CUDA_ARCH__
-  const double e = floor(62.0 - log2(bound));
-  return exp2(e < 1000.0 ? e : 1000.0);
-#else
-  const double e = std::floor(62.0 - std::log2(bound));
-  return std::exp2(e < 1000.0 ? e : 1000.0);
-#endif
-}
+// Deterministic CUDA gradient sums: int64 fixed point (common/fixed_point.h;
+// bilinear weights sum to 1, so a pixel receives at most max_abs per output).
+using fixed_point::fixed_point_scale;
 
 } // namespace border_align_math
 } // namespace mmops

@@ -17,6 +17,7 @@
 // A roi whose batch index is out of range, or whose box is not finite, pooled
 // zeros (argmax -1 everywhere) and receives no gradient.
 
+#include "common/fixed_point_cuda.cuh"
 #include "roi_pool/roi_pool_cuda.cuh"
 #include "roi_pool/roi_pool_kernels.h"
 #include "roi_pool/roi_pool_math.h"
@@ -126,16 +127,6 @@ __global__ void __launch_bounds__(kThreads)
   });
 }
 
-template <typename scalar_t>
-__global__ void __launch_bounds__(kThreads)
-    fixed_point_to_value_kernel(const int64_t* __restrict__ sums, scalar_t* __restrict__ out, int64_t n,
-                                const float* __restrict__ max_abs, double adds_bound) {
-  const double scale = fixed_point_scale(*max_abs, adds_bound);
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
-    out[i] = static_cast<scalar_t>(isfinite(scale) ? static_cast<double>(sums[i]) / scale : NAN);
-  }
-}
-
 } // namespace
 
 at::Tensor roi_pool_backward_cuda(const at::Tensor& grad_output_, const at::Tensor& rois_, const at::Tensor& argmax_,
@@ -177,7 +168,7 @@ at::Tensor roi_pool_backward_cuda(const at::Tensor& grad_output_, const at::Tens
           channels, bins, plane);
       C10_CUDA_KERNEL_LAUNCH_CHECK();
       grad = at::empty(input_shape, grad_output.options());
-      fixed_point_to_value_kernel<scalar_t>
+      fixed_point::fixed_point_to_value_kernel<scalar_t, float>
           <<<out_blocks, kThreads, 0, stream>>>(sums.const_data_ptr<int64_t>(), grad.mutable_data_ptr<scalar_t>(),
                                                 numel, max_abs.const_data_ptr<float>(), adds_bound);
       C10_CUDA_KERNEL_LAUNCH_CHECK();

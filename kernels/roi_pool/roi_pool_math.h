@@ -13,6 +13,7 @@
 
 #include <c10/macros/Macros.h>
 
+#include "common/fixed_point.h"
 #include "common/host_device_math.h"
 
 #include <cmath>
@@ -82,25 +83,8 @@ C10_HOST_DEVICE inline Range bin_range(int64_t start, T bin, int64_t p, int64_t 
 }
 
 // Running maximum of a bin (index: the pixel h * W + w): host_device_math::MaxTracker.
-// Deterministic gradient sums add int64 fixed-point values round(value * scale),
-// whose total does not depend on the order of the adds. A pixel receives at
-// most `adds_bound` values of at most max_abs each; the scale is the largest
-// power of two that keeps their total under 2^62. NaN when max_abs is not
-// finite (no fixed point represents it).
-C10_HOST_DEVICE inline double fixed_point_scale(float max_abs, double adds_bound) {
-  if (max_abs == 0.0f) {
-    return 1.0;
-  }
-  if (!is_finite(max_abs)) {
-    return NAN;
-  }
-  const double bound = static_cast<double>(max_abs) * (adds_bound > 1.0 ? adds_bound : 1.0);
-#ifdef __CUDA_ARCH__
-  return exp2(floor(62.0 - log2(bound)));
-#else
-  return std::exp2(std::floor(62.0 - std::log2(bound)));
-#endif
-}
+// Deterministic gradient sums: int64 fixed point (common/fixed_point.h).
+using fixed_point::fixed_point_scale;
 
 } // namespace roi_pool_math
 } // namespace mmops

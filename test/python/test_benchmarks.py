@@ -65,6 +65,8 @@ SMALL_RUNS = {
     "text_grouping": ["--cases", "pixel_group", "--sizes", "160", "--instances", "10"],
     # --- border_align ---
     "border_align": ["--cases", "small", "--boxes", "detector"],
+    # --- prroi_pool ---
+    "prroi_pool": ["--rois", "proposals"],
     # --- corner_pool ---
     "corner_pool": ["--cases", "cpu_64", "--modes", "left", "--distributions", "relu", "--layouts", "contiguous"],
 }

@@ -455,6 +455,23 @@ def test_focal_losses():
     )
 
 
+# --- prroi_pool ------------------------------------------------------------------
+
+
+def test_prroi_pool_routes_to_mmops():
+    torch.manual_seed(0)
+    x = torch.randn(2, 3, 9, 11, dtype=torch.double, requires_grad=True)
+    rois = torch.tensor([[0, 1.2, 0.7, 14.5, 12.1], [1, 3.3, 2.0, 9.9, 15.8]], dtype=torch.double, requires_grad=True)
+    for via in (lambda a, r: ops.prroi_pool(a, r, (3, 2), 0.5), lambda a, r: ops.PrRoIPool((3, 2), 0.5)(a, r)):
+        _assert_same(lambda a: via(a, rois), lambda a: mmops.prroi_pool(a, rois, (3, 2), 0.5), x)
+        # the roi coordinates get their true gradient (mmcv's own backward misplaces it)
+        g = torch.randn(2, 3, 3, 2, dtype=torch.double)
+        (got,) = torch.autograd.grad(via(x, rois), rois, g)
+        (want,) = torch.autograd.grad(mmops.prroi_pool(x, rois, (3, 2), 0.5), rois, g)
+        torch.testing.assert_close(got, want)
+        assert got[:, 1:].abs().sum() > 0 and bool((got[:, 0] == 0).all())
+
+
 # --- ops other families add to mmops, and unserved kernels -------------------------
 
 

@@ -208,6 +208,7 @@ def _references():
     from cc_attention_reference import ca_map_ref, ca_weight_ref
     from corner_pool_reference import corner_pool_ref
     from deform_roi_pool_reference import deform_roi_pool_reference
+    from prroi_pool_reference import prroi_pool_ref
     from psa_mask_reference import psa_mask_ref
     from roi_align_reference import roi_align_ref
 
@@ -233,6 +234,7 @@ def _references():
         "mmops::ca_map": ca_map_ref,
         "mmops::border_align": border_align_ref,
         "mmops::corner_pool": corner_pool_ref,
+        "mmops::prroi_pool": prroi_pool_ref,
         # --- diff_iou_rotated ---
         "mmops::diff_iou_rotated_2d": diff_iou_rotated_reference.composite_iou_2d,
         "mmops::diff_iou_rotated_3d": diff_iou_rotated_reference.composite_iou_3d,
@@ -379,7 +381,8 @@ def _drawn_sample(op, size, seed, scale):
     args = list(case.sample("cpu", torch.float64, size).args)
     g = torch.Generator().manual_seed(seed)
     for p in case.grad_args:
-        if isinstance(args[p], Tensor) and args[p].is_floating_point() and op not in ("mmops::bbox_overlaps",):
+        is_box_set = op in ("mmops::bbox_overlaps",) or case.arg_name(p) == "rois"  # batch indices stay valid
+        if isinstance(args[p], Tensor) and args[p].is_floating_point() and not is_box_set:
             args[p] = (args[p] + 0.1 * torch.randn(args[p].shape, generator=g, dtype=torch.float64)) * scale
     return tuple(args)
 

@@ -376,3 +376,10 @@ def corner_pool_forward(self, x: Tensor) -> Tensor:
 def border_align(input: Tensor, boxes: Tensor, pool_size: Any) -> Tensor:
     """mmcv's BorderAlignFunction.apply(input, boxes, pool_size)."""
     return torch.ops.mmops.border_align(input, boxes, int(pool_size))
+
+
+# --- prroi_pool ---
+def prroi_pool(features: Tensor, rois: Tensor, output_size: Any, spatial_scale: float) -> Tensor:
+    """mmcv's PrRoIPoolFunction.apply(features, rois, output_size, spatial_scale); the
+    gradient of rois is the true one (mmcv's backward writes it into grad_input)."""
+    return torch.ops.mmops.prroi_pool(features, rois, pair(output_size), float(spatial_scale))
