@@ -63,6 +63,8 @@ SMALL_RUNS = {
     "cc_attention": ["--cases", "small_24"],
     # --- border_align ---
     "border_align": ["--cases", "small", "--boxes", "detector"],
+    # --- ps_roi ---
+    "ps_roi": ["--cases", "small", "--rois", "proposals,large"],
     # --- corner_pool ---
     "corner_pool": ["--cases", "cpu_64", "--modes", "left", "--distributions", "relu", "--layouts", "contiguous"],
 }
