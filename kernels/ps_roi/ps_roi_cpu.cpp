@@ -85,8 +85,9 @@ void forward_kernel(const scalar_t* input, const scalar_t* rois, scalar_t* out, 
           if (box.batch >= 0 && count > 0) {
             const scalar_t* x = image + (c * s.bins + b) * plane;
             for (const Corners<acc_t>& t : taps) {
-              sum += t.weight[0] * static_cast<acc_t>(x[t.offset[0]]) + t.weight[1] * static_cast<acc_t>(x[t.offset[1]]) +
-                     t.weight[2] * static_cast<acc_t>(x[t.offset[2]]) + t.weight[3] * static_cast<acc_t>(x[t.offset[3]]);
+              sum +=
+                  t.weight[0] * static_cast<acc_t>(x[t.offset[0]]) + t.weight[1] * static_cast<acc_t>(x[t.offset[1]]) +
+                  t.weight[2] * static_cast<acc_t>(x[t.offset[2]]) + t.weight[3] * static_cast<acc_t>(x[t.offset[3]]);
             }
             sum /= static_cast<acc_t>(count);
           }

@@ -38,8 +38,8 @@ using ps_roi_math::Range;
 
 constexpr int kThreads = 256;
 constexpr int kWarps = kThreads / 32;
-constexpr int kTile = 16;  // tile side, kTile * kTile == kThreads
-constexpr int kChunk = 8;  // output channels per backward thread
+constexpr int kTile = 16; // tile side, kTile * kTile == kThreads
+constexpr int kChunk = 8; // output channels per backward thread
 static_assert(kTile * kTile == kThreads, "one thread per tile pixel");
 
 struct Shape {
@@ -129,8 +129,8 @@ __global__ void __launch_bounds__(kThreads)
 template <typename acc_t>
 struct Listed {
   int64_t k;
-  Axis<acc_t> y, x; // ps_roi_align: the sampled axes
-  acc_t scale;      // 1 / samples (align) or 1 / area (pool)
+  Axis<acc_t> y, x;       // ps_roi_align: the sampled axes
+  acc_t scale;            // 1 / samples (align) or 1 / area (pool)
   int32_t y0, y1, x0, x1; // pixels [y0, y1) x [x0, x1) that may receive weight
 };
 
@@ -159,8 +159,8 @@ __device__ __forceinline__ TileJob locate_job(int64_t job, const Shape& s) {
 // same in every thread).
 template <bool kAlign, typename scalar_t, typename acc_t>
 __device__ __forceinline__ int list_rois(const scalar_t* __restrict__ rois, int64_t num_rois, int64_t r0,
-                                         const TileJob& t, const Shape& s, const PSRoIParams& p,
-                                         Listed<acc_t>* listed, int* warp_counts) {
+                                         const TileJob& t, const Shape& s, const PSRoIParams& p, Listed<acc_t>* listed,
+                                         int* warp_counts) {
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   const int64_t k = r0 + threadIdx.x;
   bool take = false;
@@ -210,8 +210,8 @@ __device__ __forceinline__ int list_rois(const scalar_t* __restrict__ rois, int6
 
 template <bool kAlign, typename scalar_t>
 __global__ void __launch_bounds__(kThreads)
-    backward_kernel(const scalar_t* __restrict__ grad_out, const scalar_t* __restrict__ rois, scalar_t* __restrict__ grad,
-                    int64_t num_rois, int64_t jobs, Shape s, PSRoIParams p) {
+    backward_kernel(const scalar_t* __restrict__ grad_out, const scalar_t* __restrict__ rois,
+                    scalar_t* __restrict__ grad, int64_t num_rois, int64_t jobs, Shape s, PSRoIParams p) {
   using acc_t = at::opmath_type<scalar_t>;
   __shared__ Listed<acc_t> listed[kThreads];
   __shared__ int warp_counts[kWarps];
@@ -233,7 +233,8 @@ __global__ void __launch_bounds__(kThreads)
         }
         acc_t w = e.scale;
         if (kAlign) {
-          w *= ps_roi_math::align_axis_weight(e.y, ph, s.height, y) * ps_roi_math::align_axis_weight(e.x, pw, s.width, x);
+          w *= ps_roi_math::align_axis_weight(e.y, ph, s.height, y) *
+               ps_roi_math::align_axis_weight(e.x, pw, s.width, x);
         }
         const scalar_t* g = grad_out + (e.k * s.channels_out + t.c0) * s.bins + t.b;
 #pragma unroll

@@ -12,7 +12,7 @@ namespace mmops {
 struct PSRoIParams {
   int64_t pooled_height;
   int64_t pooled_width;
-  int64_t channels_out;   // input channels / (pooled_height * pooled_width)
+  int64_t channels_out; // input channels / (pooled_height * pooled_width)
   double spatial_scale;
   int64_t sampling_ratio; // ps_roi_align only: samples per bin side, <= 0 adaptive
 };

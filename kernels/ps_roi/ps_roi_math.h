@@ -38,10 +38,10 @@ using host_device_math::round_away;
 // One axis of one roi: where bin p starts and how it is sampled.
 template <typename T>
 struct Axis {
-  T start; // align: first coordinate; pool: unused
-  T bin;   // bin size (align: may be negative or zero)
-  int grid;          // align: samples per bin side (0: the bin is empty)
-  int64_t start_px;  // pool: rounded first pixel
+  T start;          // align: first coordinate; pool: unused
+  T bin;            // bin size (align: may be negative or zero)
+  int grid;         // align: samples per bin side (0: the bin is empty)
+  int64_t start_px; // pool: rounded first pixel
 };
 
 template <typename T>

@@ -92,10 +92,10 @@ at::Tensor ps_roi_pool(const at::Tensor& input, const at::Tensor& rois, at::IntA
 
 } // namespace mmops
 
-#define MMOPS_PS_ROI_ENTRIES(m, device)                                                                     \
-  m.impl("ps_roi_align", &ps_roi_align_entry<kernels::ps_roi_align_forward_##device>);                      \
+#define MMOPS_PS_ROI_ENTRIES(m, device)                                                                    \
+  m.impl("ps_roi_align", &ps_roi_align_entry<kernels::ps_roi_align_forward_##device>);                     \
   m.impl("_ps_roi_align_backward", &ps_roi_align_backward_entry<kernels::ps_roi_align_backward_##device>); \
-  m.impl("ps_roi_pool", &ps_roi_pool_entry<kernels::ps_roi_pool_forward_##device>);                         \
+  m.impl("ps_roi_pool", &ps_roi_pool_entry<kernels::ps_roi_pool_forward_##device>);                        \
   m.impl("_ps_roi_pool_backward", &ps_roi_pool_backward_entry<kernels::ps_roi_pool_backward_##device>);
 
 MMOPS_REGISTER_DEVICE_ENTRIES(MMOPS_PS_ROI_ENTRIES)

@@ -45,8 +45,7 @@ TEST(PSRoIAlign, KnownVectors) {
   EXPECT_EQ(mmops::ps_roi_align(ramp(1), roi({0, 1, NAN, 3, 3}), {1, 1}, 1.0, 2).item<double>(), 0.0);
 }
 
-void finite_differences(const std::function<at::Tensor(const at::Tensor&)>& op, const at::Tensor& input,
-                        int64_t rois) {
+void finite_differences(const std::function<at::Tensor(const at::Tensor&)>& op, const at::Tensor& input, int64_t rois) {
   at::manual_seed(0);
   const at::Tensor weights = at::randn({rois, 2, 3, 2}, at::kDouble);
   auto loss = [&](const at::Tensor& x) { return (op(x) * weights).sum(); };
@@ -123,8 +122,8 @@ TEST(PSRoI, CudaMatchesCpu) {
 // The public C++ API on the calls the conformance cases recorded (test_torchscript.cpp).
 const mmops_test::CppApiEntry ps_roi_align_api{
     "mmops::ps_roi_align", [](const mmops_test::ApiArgs& a) {
-      return mmops_test::ApiOutputs{mmops::ps_roi_align(a[0].toTensor(), a[1].toTensor(), a[2].toIntVector(),
-                                                        a[3].toDouble(), a[4].toInt())};
+      return mmops_test::ApiOutputs{
+          mmops::ps_roi_align(a[0].toTensor(), a[1].toTensor(), a[2].toIntVector(), a[3].toDouble(), a[4].toInt())};
     }};
 
 const mmops_test::CppApiEntry ps_roi_pool_api{

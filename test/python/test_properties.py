@@ -208,8 +208,8 @@ def _references():
     from cc_attention_reference import ca_map_ref, ca_weight_ref
     from corner_pool_reference import corner_pool_ref
     from deform_roi_pool_reference import deform_roi_pool_reference
-    from psa_mask_reference import psa_mask_ref
     from ps_roi_reference import ps_roi_align_ref, ps_roi_pool_ref
+    from psa_mask_reference import psa_mask_ref
     from roi_align_reference import roi_align_ref
 
     return {

@@ -73,7 +73,9 @@ def _empty(name):
         tail = (1.0, -1) if name == "align" else (1.0,)
         return [
             Sample((torch.randn(2, 12, 6, 7, **f), torch.zeros(0, 5, **f), [2, 3]) + tail, out_shapes=[(0, 2, 2, 3)]),
-            Sample((torch.randn(2, 0, 6, 7, **f), random_rois(4, 2, 6, 7, **f), [2, 3]) + tail, out_shapes=[(4, 0, 2, 3)]),
+            Sample(
+                (torch.randn(2, 0, 6, 7, **f), random_rois(4, 2, 6, 7, **f), [2, 3]) + tail, out_shapes=[(4, 0, 2, 3)]
+            ),
         ]
 
     return make
@@ -152,7 +154,9 @@ def _bad_inputs(name):
         "spatial_scale_nan": bad(lambda x, r, *o: (x, r, [2, 3], math.nan) + t, "spatial_scale"),
         "spatial_scale_inf": bad(lambda x, r, *o: (x, r, [2, 3], math.inf) + t, "spatial_scale"),
         **{
-            f"batch_index_{v}": bad(lambda x, r, *o, v=v: (x, with_batch_index(r, 2, v), [2, 3], 1.0) + t, "batch index")
+            f"batch_index_{v}": bad(
+                lambda x, r, *o, v=v: (x, with_batch_index(r, 2, v), [2, 3], 1.0) + t, "batch index"
+            )
             for v in (-1.0, 2.0, 7.0, math.nan)
         },
     }
@@ -572,4 +576,6 @@ def test_cuda_nonfinite_boxes_equal_cpu(name):
     x = torch.randn(1, 4, 6, 6, dtype=torch.float64)
     rois = torch.tensor([[0, 0.0, 0.0, 4.0, 4.0]] + _NONFINITE, dtype=torch.float64)
     with deterministic_algorithms():
-        torch.testing.assert_close(_run(name, x.cuda(), rois.cuda(), (2, 2), 1.0).cpu(), _run(name, x, rois, (2, 2), 1.0))
+        torch.testing.assert_close(
+            _run(name, x.cuda(), rois.cuda(), (2, 2), 1.0).cpu(), _run(name, x, rois, (2, 2), 1.0)
+        )
