@@ -28,7 +28,7 @@ TEST(PSRoIPool, KnownVectorsAndChannelMapping) {
   // box (0, 0)-(4, 4), 2x2 bins: [0, 2) and [2, 4) clamped to [2, 3) (the last row and
   // column are never pooled, as torchvision's forward)
   const at::Tensor out = mmops::ps_roi_pool(ramp(4), roi({0, 0, 0, 4, 4}), {2, 2});
-  EXPECT_TRUE(at::equal(out, at::tensor({2.5, 6.0, 10.0, 10.0}, at::kDouble).reshape({1, 1, 2, 2}))) << out;
+  EXPECT_TRUE(at::equal(out, at::tensor({2.5, 4.0, 8.5, 10.0}, at::kDouble).reshape({1, 1, 2, 2}))) << out;
   // channel c * 4 + bin holds the constant c * 4 + bin: output (c, bin) reads it
   const at::Tensor x = at::arange(8, at::kDouble).reshape({1, 8, 1, 1}).expand({1, 8, 3, 3}).contiguous();
   const at::Tensor mapped = mmops::ps_roi_pool(x, roi({0, 0, 0, 3, 3}), {2, 2});
