@@ -67,6 +67,8 @@ SMALL_RUNS = {
     "border_align": ["--cases", "small", "--boxes", "detector"],
     # --- prroi_pool ---
     "prroi_pool": ["--rois", "proposals"],
+    # --- ps_roi ---
+    "ps_roi": ["--cases", "small", "--rois", "proposals,large"],
     # --- corner_pool ---
     "corner_pool": ["--cases", "cpu_64", "--modes", "left", "--distributions", "relu", "--layouts", "contiguous"],
 }

@@ -209,6 +209,7 @@ def _references():
     from corner_pool_reference import corner_pool_ref
     from deform_roi_pool_reference import deform_roi_pool_reference
     from prroi_pool_reference import prroi_pool_ref
+    from ps_roi_reference import ps_roi_align_ref, ps_roi_pool_ref
     from psa_mask_reference import psa_mask_ref
     from roi_align_reference import roi_align_ref
 
@@ -235,6 +236,9 @@ def _references():
         "mmops::border_align": border_align_ref,
         "mmops::corner_pool": corner_pool_ref,
         "mmops::prroi_pool": prroi_pool_ref,
+        # --- ps_roi ---
+        "mmops::ps_roi_align": ps_roi_align_ref,
+        "mmops::ps_roi_pool": ps_roi_pool_ref,
         # --- diff_iou_rotated ---
         "mmops::diff_iou_rotated_2d": diff_iou_rotated_reference.composite_iou_2d,
         "mmops::diff_iou_rotated_3d": diff_iou_rotated_reference.composite_iou_3d,
