@@ -63,6 +63,8 @@ SMALL_RUNS = {
     "cc_attention": ["--cases", "small_24"],
     # --- border_align ---
     "border_align": ["--cases", "small", "--boxes", "detector"],
+    # --- tin_shift ---
+    "tin_shift": ["--cases", "cpu_c64_14", "--shifts", "tin"],
     # --- corner_pool ---
     "corner_pool": ["--cases", "cpu_64", "--modes", "left", "--distributions", "relu", "--layouts", "contiguous"],
 }

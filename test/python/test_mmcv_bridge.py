@@ -455,12 +455,23 @@ def test_focal_losses():
     )
 
 
+# --- TINShift -------------------------------------------------------------------------
+
+
+def test_tin_shift_routed():
+    assert "mmcv.ops.tin_shift.TINShiftFunction" in mmops.mmcv_ops.routed_ops()
+    x = torch.randn(2, 4, 6, 5, dtype=torch.float64)
+    shift = torch.tensor([[1, -2, 5], [0, 3, -1]], dtype=torch.int32)
+    _assert_same(lambda a: ops.tin_shift(a, shift), lambda a: mmops.tin_shift(a, shift), x)
+    _assert_same(lambda a: ops.TINShift()(a, shift), lambda a: mmops.TINShift()(a, shift), x)
+    with pytest.raises(ValueError, match="multiple of num_segments"):
+        ops.tin_shift(x, torch.zeros(2, 4, dtype=torch.int32))
+
+
 # --- ops other families add to mmops, and unserved kernels -------------------------
 
 
 def test_unserved_kernels_raise_naming_the_op():
-    with pytest.raises(NotImplementedError, match="tin_shift"):
-        ops.tin_shift(torch.randn(1, 2, 4, 3, 3), torch.zeros(1, 2, dtype=torch.int))
     ext = sys.modules["mmcv._ext"]
     with pytest.raises(NotImplementedError, match="'correlation'"):
         ext.correlation_forward()

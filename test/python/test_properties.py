@@ -210,6 +210,7 @@ def _references():
     from deform_roi_pool_reference import deform_roi_pool_reference
     from psa_mask_reference import psa_mask_ref
     from roi_align_reference import roi_align_ref
+    from tin_shift_reference import tin_shift_ref
 
     return {
         "mmops::roi_align": roi_align_ref,
@@ -233,6 +234,7 @@ def _references():
         "mmops::ca_map": ca_map_ref,
         "mmops::border_align": border_align_ref,
         "mmops::corner_pool": corner_pool_ref,
+        "mmops::tin_shift": tin_shift_ref,
         # --- diff_iou_rotated ---
         "mmops::diff_iou_rotated_2d": diff_iou_rotated_reference.composite_iou_2d,
         "mmops::diff_iou_rotated_3d": diff_iou_rotated_reference.composite_iou_3d,

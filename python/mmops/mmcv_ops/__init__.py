@@ -63,6 +63,8 @@ _FUNCTION_ROUTES: List[Tuple[str, str, Any]] = [
     # --- psa_mask ---
     ("mmcv.ops.psa_mask", "PSAMaskFunction", _routes.psa_mask),  # --- border_align ---
     ("mmcv.ops.border_align", "BorderAlignFunction", _routes.border_align),
+    # --- tin_shift ---
+    ("mmcv.ops.tin_shift", "TINShiftFunction", _routes.tin_shift),
 ]
 # (mmcv module, class, method, replacement)
 _METHOD_ROUTES: List[Tuple[str, str, str, Any]] = [

@@ -376,3 +376,18 @@ def corner_pool_forward(self, x: Tensor) -> Tensor:
 def border_align(input: Tensor, boxes: Tensor, pool_size: Any) -> Tensor:
     """mmcv's BorderAlignFunction.apply(input, boxes, pool_size)."""
     return torch.ops.mmops.border_align(input, boxes, int(pool_size))
+
+
+# --- tin_shift ---
+def tin_shift(input: Tensor, shift: Tensor) -> Tensor:
+    """mmcv's TINShiftFunction.apply(input, shift): mmcv's ValueErrors for a batch mismatch
+    and for C not a multiple of G, then mmops (the true gradient: grad_output moved by
+    -shift, where mmcv's kernel moves it by +shift; docs/ops/tin_shift.md)."""
+    if input.size(0) != shift.size(0):
+        raise ValueError(
+            f"The first dim (batch) of `input` and `shift` should be same, but got {input.size(0)} and {shift.size(0)}."
+        )
+    channels, groups = input.size(2), shift.size(1)
+    if groups <= 0 or channels // groups <= 0 or channels % groups != 0:
+        raise ValueError(f"C should be a multiple of num_segments, but got C={channels} and num_segments={groups}.")
+    return torch.ops.mmops.tin_shift(input, shift)
