@@ -65,6 +65,8 @@ SMALL_RUNS = {
     "border_align": ["--cases", "small", "--boxes", "detector"],
     # --- tin_shift ---
     "tin_shift": ["--cases", "cpu_c64_14", "--shifts", "tin"],
+    # --- correlation ---
+    "correlation": ["--cases", "cpu_pwc", "--layouts", "contiguous"],
     # --- corner_pool ---
     "corner_pool": ["--cases", "cpu_64", "--modes", "left", "--distributions", "relu", "--layouts", "contiguous"],
 }

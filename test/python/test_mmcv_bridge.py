@@ -468,13 +468,28 @@ def test_tin_shift_routed():
         ops.tin_shift(x, torch.zeros(2, 4, dtype=torch.int32))
 
 
+# --- Correlation -----------------------------------------------------------------------
+
+
+def test_correlation_routed():
+    assert "mmcv.ops.correlation.CorrelationFunction" in mmops.mmcv_ops.routed_ops()
+    a, b = torch.randn(2, 3, 6, 7, dtype=torch.float64), torch.randn(2, 3, 6, 7, dtype=torch.float64)
+    _assert_same(
+        lambda x, y: ops.Correlation(3, 2, 1, 1, 1, 2)(x, y),
+        lambda x, y: mmops.Correlation(3, 2, 1, 1, 1, 2)(x, y),
+        a,
+        b,
+    )
+    assert repr(ops.Correlation(3, 2)) == repr(mmops.Correlation(3, 2))
+
+
 # --- ops other families add to mmops, and unserved kernels -------------------------
 
 
 def test_unserved_kernels_raise_naming_the_op():
     ext = sys.modules["mmcv._ext"]
-    with pytest.raises(NotImplementedError, match="'correlation'"):
-        ext.correlation_forward()
+    with pytest.raises(NotImplementedError, match="'bezier_align'"):
+        ext.bezier_align_forward()
 
 
 NEW_OPS = [

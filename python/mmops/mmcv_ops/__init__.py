@@ -65,6 +65,8 @@ _FUNCTION_ROUTES: List[Tuple[str, str, Any]] = [
     ("mmcv.ops.border_align", "BorderAlignFunction", _routes.border_align),
     # --- tin_shift ---
     ("mmcv.ops.tin_shift", "TINShiftFunction", _routes.tin_shift),
+    # --- correlation ---
+    ("mmcv.ops.correlation", "CorrelationFunction", _routes.correlation),
 ]
 # (mmcv module, class, method, replacement)
 _METHOD_ROUTES: List[Tuple[str, str, str, Any]] = [

@@ -391,3 +391,28 @@ def tin_shift(input: Tensor, shift: Tensor) -> Tensor:
     if groups <= 0 or channels // groups <= 0 or channels % groups != 0:
         raise ValueError(f"C should be a multiple of num_segments, but got C={channels} and num_segments={groups}.")
     return torch.ops.mmops.tin_shift(input, shift)
+
+
+# --- correlation ---
+def correlation(
+    input1: Tensor,
+    input2: Tensor,
+    kernel_size: Any = 1,
+    max_displacement: int = 1,
+    stride: Any = 1,
+    padding: Any = 1,
+    dilation: Any = 1,
+    dilation_patch: Any = 1,
+) -> Tensor:
+    """mmcv's CorrelationFunction.apply(input1, input2, kernel_size, max_displacement,
+    stride, padding, dilation, dilation_patch) (its Function's padding default is 1)."""
+    return torch.ops.mmops.correlation(
+        input1,
+        input2,
+        pair(kernel_size),
+        int(max_displacement),
+        pair(stride),
+        pair(padding),
+        pair(dilation),
+        pair(dilation_patch),
+    )
