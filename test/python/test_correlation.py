@@ -324,6 +324,121 @@ def test_backward_helper_checks():
         bwd_op(go.double(), x1, x2, *args)
 
 
+# --------------------------------------------------------------------------- the CUDA indexing
+
+
+def _disp(index, md, dp):
+    return (index - md) * dp
+
+
+def _out_coord(q, i, stride, pad, dil, size):
+    num = q + pad - i * dil
+    if num < 0 or num % stride != 0:
+        return -1
+    return num // stride if num // stride < size else -1
+
+
+def emulate_cuda_forward(x1, x2, options, k_pw=8):
+    """correlation_cuda.cu's forward_kernel in Python: item -> (n, ph, chunk of 8 pw, oh, ow),
+    ow fastest; per tap and channel one input1 value times the chunk's input2 row values."""
+    (kh, kw), md, (sh, sw), (ph_, pw_), (dh, dw), (dph, dpw) = options
+    n_, c_, h, w = x1.shape
+    patch = 2 * md + 1
+    oh_, ow_ = out_side(h, kh, sh, ph_, dh), out_side(w, kw, sw, pw_, dw)
+    chunks = (patch + k_pw - 1) // k_pw
+    a, b = x1.flatten().tolist(), x2.flatten().tolist()
+    out = torch.full((n_, patch, patch, oh_, ow_), math.nan, dtype=torch.float64)
+    for item in range(n_ * patch * chunks * oh_ * ow_):
+        ow, rest = item % ow_, item // ow_
+        oh, rest = rest % oh_, rest // oh_
+        pw0, rest = (rest % chunks) * k_pw, rest // chunks
+        ph, n = rest % patch, rest // patch
+        dy = _disp(ph, md, dph)
+        acc = [0.0] * k_pw
+        for i in range(kh):
+            y1 = oh * sh - ph_ + i * dh
+            if not (0 <= y1 < h and 0 <= y1 + dy < h):
+                continue
+            for j in range(kw):
+                x1_ = ow * sw - pw_ + j * dw
+                if not 0 <= x1_ < w:
+                    continue
+                x2s = [x1_ + _disp(pw0 + q, md, dpw) for q in range(k_pw)]
+                valid = [pw0 + q < patch and 0 <= x2s[q] < w for q in range(k_pw)]
+                for c in range(c_):
+                    va = a[((n * c_ + c) * h + y1) * w + x1_]
+                    row = ((n * c_ + c) * h + y1 + dy) * w
+                    for q in range(k_pw):
+                        if valid[q]:
+                            acc[q] += va * b[row + x2s[q]]
+        for q in range(k_pw):
+            if pw0 + q < patch:
+                out[n, ph, pw0 + q, oh, ow] = acc[q]
+    return out
+
+
+def emulate_cuda_backward(go, x1, x2, options, second, k_c=4):
+    """correlation_cuda.cu's backward_kernel in Python: item -> (n, chunk of 4 channels, y, x),
+    x fastest; per displacement the gathered grad_output times the other input."""
+    (kh, kw), md, (sh, sw), (ph_, pw_), (dh, dw), (dph, dpw) = options
+    n_, c_, h, w = x1.shape
+    patch = 2 * md + 1
+    oh_, ow_ = go.shape[-2:]
+    other = (x1 if second else x2).flatten().tolist()
+    g = go.flatten().tolist()
+    chunks = (c_ + k_c - 1) // k_c
+    grad = torch.full(x1.shape, math.nan, dtype=torch.float64)
+    for item in range(n_ * chunks * h * w):
+        x, rest = item % w, item // w
+        y, rest = rest % h, rest // h
+        c0, n = (rest % chunks) * k_c, rest // chunks
+        acc = [0.0] * k_c
+        for ph in range(patch):
+            dy = _disp(ph, md, dph)
+            oy = y - dy if second else y + dy
+            if not 0 <= oy < h:
+                continue
+            for pw in range(patch):
+                dx = _disp(pw, md, dpw)
+                ox = x - dx if second else x + dx
+                if not 0 <= ox < w:
+                    continue
+                qy, qx = (oy, ox) if second else (y, x)
+                base = ((n * patch + ph) * patch + pw) * oh_ * ow_
+                total = 0.0
+                for i in range(kh):
+                    oh = _out_coord(qy, i, sh, ph_, dh, oh_)
+                    if oh < 0:
+                        continue
+                    for j in range(kw):
+                        ow = _out_coord(qx, j, sw, pw_, dw, ow_)
+                        if ow >= 0:
+                            total += g[base + oh * ow_ + ow]
+                for v in range(k_c):
+                    if c0 + v < c_:
+                        acc[v] += total * other[((n * c_ + c0 + v) * h + oy) * w + ox]
+        for v in range(k_c):
+            if c0 + v < c_:
+                grad[n, c0 + v, y, x] = acc[v]
+    return grad
+
+
+EMULATED = OPTIONS[1:4] + [((1, 1), 4, (1, 1), (0, 0), (1, 1), (1, 1))]  # the last: two chunks of pw
+
+
+@pytest.mark.parametrize("options", EMULATED, ids=["opt1", "opt2", "opt3", "md4"])
+def test_cuda_indexing_emulation(options):
+    # float64 sums in the kernel's order: the CPU kernel's values exactly
+    x1, x2 = make_inputs(2, 5, 6, 11, seed=21, dtype=torch.float64)
+    args = as_args(options)
+    out = op(x1, x2, *args)
+    torch.testing.assert_close(emulate_cuda_forward(x1, x2, options), out, rtol=0, atol=0)
+    go = torch.randn(out.shape, generator=torch.Generator().manual_seed(22), dtype=torch.float64)
+    g1, g2 = bwd_op(go, x1, x2, *args)
+    torch.testing.assert_close(emulate_cuda_backward(go, x1, x2, options, second=False), g1, rtol=0, atol=0)
+    torch.testing.assert_close(emulate_cuda_backward(go, x1, x2, options, second=True), g2, rtol=0, atol=0)
+
+
 # --------------------------------------------------------------------------- CUDA
 
 
