@@ -11,6 +11,7 @@
 
 #include <cstdint>
 #include <limits>
+#include <vector>
 
 #include "test_support.h"
 
@@ -65,7 +66,7 @@ TEST(TinShift, PositiveShiftMovesTowardsLaterFramesAndGradientMovesBack) {
 TEST(TinShift, ShiftsOfAnySize) {
   const at::Tensor x = at::randn({2, 4, 4, 3}, at::kDouble);
   const int64_t lo = std::numeric_limits<int64_t>::min(), hi = std::numeric_limits<int64_t>::max();
-  const at::Tensor shift = at::tensor({hi, lo, 3, -4}, at::kLong).view({2, 2});
+  const at::Tensor shift = at::tensor(std::vector<int64_t>{hi, lo, 3, -4}, at::kLong).view({2, 2});
   const at::Tensor out = mmops::tin_shift(x, shift);
   EXPECT_TRUE(at::equal(out.narrow(0, 0, 1), at::zeros({1, 4, 4, 3}, at::kDouble)));
   EXPECT_TRUE(at::equal(out, reference(x, at::tensor({9, -9, 3, -4}, at::kLong).view({2, 2}), 1)));
