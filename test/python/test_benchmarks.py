@@ -69,6 +69,10 @@ SMALL_RUNS = {
     "prroi_pool": ["--rois", "proposals"],
     # --- ps_roi ---
     "ps_roi": ["--cases", "small", "--rois", "proposals,large"],
+    # --- tin_shift ---
+    "tin_shift": ["--cases", "cpu_c64_14", "--shifts", "tin"],
+    # --- correlation ---
+    "correlation": ["--cases", "cpu_pwc", "--layouts", "contiguous"],
     # --- corner_pool ---
     "corner_pool": ["--cases", "cpu_64", "--modes", "left", "--distributions", "relu", "--layouts", "contiguous"],
 }

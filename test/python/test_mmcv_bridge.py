@@ -472,15 +472,41 @@ def test_prroi_pool_routes_to_mmops():
         assert got[:, 1:].abs().sum() > 0 and bool((got[:, 0] == 0).all())
 
 
+# --- TINShift -------------------------------------------------------------------------
+
+
+def test_tin_shift_routed():
+    assert "mmcv.ops.tin_shift.TINShiftFunction" in mmops.mmcv_ops.routed_ops()
+    x = torch.randn(2, 4, 6, 5, dtype=torch.float64)
+    shift = torch.tensor([[1, -2, 5], [0, 3, -1]], dtype=torch.int32)
+    _assert_same(lambda a: ops.tin_shift(a, shift), lambda a: mmops.tin_shift(a, shift), x)
+    _assert_same(lambda a: ops.TINShift()(a, shift), lambda a: mmops.TINShift()(a, shift), x)
+    with pytest.raises(ValueError, match="multiple of num_segments"):
+        ops.tin_shift(x, torch.zeros(2, 4, dtype=torch.int32))
+
+
+# --- Correlation -----------------------------------------------------------------------
+
+
+def test_correlation_routed():
+    assert "mmcv.ops.correlation.CorrelationFunction" in mmops.mmcv_ops.routed_ops()
+    a, b = torch.randn(2, 3, 6, 7, dtype=torch.float64), torch.randn(2, 3, 6, 7, dtype=torch.float64)
+    _assert_same(
+        lambda x, y: ops.Correlation(3, 2, 1, 1, 1, 2)(x, y),
+        lambda x, y: mmops.Correlation(3, 2, 1, 1, 1, 2)(x, y),
+        a,
+        b,
+    )
+    assert repr(ops.Correlation(3, 2)) == repr(mmops.Correlation(3, 2))
+
+
 # --- ops other families add to mmops, and unserved kernels -------------------------
 
 
 def test_unserved_kernels_raise_naming_the_op():
-    with pytest.raises(NotImplementedError, match="tin_shift"):
-        ops.tin_shift(torch.randn(1, 2, 4, 3, 3), torch.zeros(1, 2, dtype=torch.int))
     ext = sys.modules["mmcv._ext"]
-    with pytest.raises(NotImplementedError, match="'correlation'"):
-        ext.correlation_forward()
+    with pytest.raises(NotImplementedError, match="'bezier_align'"):
+        ext.bezier_align_forward()
 
 
 NEW_OPS = [

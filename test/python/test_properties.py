@@ -207,11 +207,13 @@ def _references():
     from carafe_reference import carafe_reference
     from cc_attention_reference import ca_map_ref, ca_weight_ref
     from corner_pool_reference import corner_pool_ref
+    from correlation_reference import correlation_ref
     from deform_roi_pool_reference import deform_roi_pool_reference
     from prroi_pool_reference import prroi_pool_ref
     from ps_roi_reference import ps_roi_align_ref, ps_roi_pool_ref
     from psa_mask_reference import psa_mask_ref
     from roi_align_reference import roi_align_ref
+    from tin_shift_reference import tin_shift_ref
 
     return {
         "mmops::roi_align": roi_align_ref,
@@ -239,6 +241,8 @@ def _references():
         # --- ps_roi ---
         "mmops::ps_roi_align": ps_roi_align_ref,
         "mmops::ps_roi_pool": ps_roi_pool_ref,
+        "mmops::tin_shift": tin_shift_ref,
+        "mmops::correlation": correlation_ref,
         # --- diff_iou_rotated ---
         "mmops::diff_iou_rotated_2d": diff_iou_rotated_reference.composite_iou_2d,
         "mmops::diff_iou_rotated_3d": diff_iou_rotated_reference.composite_iou_3d,

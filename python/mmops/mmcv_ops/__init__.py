@@ -65,6 +65,10 @@ _FUNCTION_ROUTES: List[Tuple[str, str, Any]] = [
     ("mmcv.ops.border_align", "BorderAlignFunction", _routes.border_align),
     # --- prroi_pool ---
     ("mmcv.ops.prroi_pool", "PrRoIPoolFunction", _routes.prroi_pool),
+    # --- tin_shift ---
+    ("mmcv.ops.tin_shift", "TINShiftFunction", _routes.tin_shift),
+    # --- correlation ---
+    ("mmcv.ops.correlation", "CorrelationFunction", _routes.correlation),
 ]
 # (mmcv module, class, method, replacement)
 _METHOD_ROUTES: List[Tuple[str, str, str, Any]] = [

@@ -383,3 +383,43 @@ def prroi_pool(features: Tensor, rois: Tensor, output_size: Any, spatial_scale: 
     """mmcv's PrRoIPoolFunction.apply(features, rois, output_size, spatial_scale); the
     gradient of rois is the true one (mmcv's backward writes it into grad_input)."""
     return torch.ops.mmops.prroi_pool(features, rois, pair(output_size), float(spatial_scale))
+
+
+# --- tin_shift ---
+def tin_shift(input: Tensor, shift: Tensor) -> Tensor:
+    """mmcv's TINShiftFunction.apply(input, shift): mmcv's ValueErrors for a batch mismatch
+    and for C not a multiple of G, then mmops (the true gradient: grad_output moved by
+    -shift, where mmcv's kernel moves it by +shift; docs/ops/tin_shift.md)."""
+    if input.size(0) != shift.size(0):
+        raise ValueError(
+            f"The first dim (batch) of `input` and `shift` should be same, but got {input.size(0)} and {shift.size(0)}."
+        )
+    channels, groups = input.size(2), shift.size(1)
+    if groups <= 0 or channels // groups <= 0 or channels % groups != 0:
+        raise ValueError(f"C should be a multiple of num_segments, but got C={channels} and num_segments={groups}.")
+    return torch.ops.mmops.tin_shift(input, shift)
+
+
+# --- correlation ---
+def correlation(
+    input1: Tensor,
+    input2: Tensor,
+    kernel_size: Any = 1,
+    max_displacement: int = 1,
+    stride: Any = 1,
+    padding: Any = 1,
+    dilation: Any = 1,
+    dilation_patch: Any = 1,
+) -> Tensor:
+    """mmcv's CorrelationFunction.apply(input1, input2, kernel_size, max_displacement,
+    stride, padding, dilation, dilation_patch) (its Function's padding default is 1)."""
+    return torch.ops.mmops.correlation(
+        input1,
+        input2,
+        pair(kernel_size),
+        int(max_displacement),
+        pair(stride),
+        pair(padding),
+        pair(dilation),
+        pair(dilation_patch),
+    )
