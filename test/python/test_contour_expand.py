@@ -81,10 +81,14 @@ CONFORMANCE = [
                 _with(0, lambda m: m[0]), r"expected kernel_mask to be a 3-D tensor \[K, H, W\]", meta=True
             ),
             "mask_float": BadInput(
-                _with(0, lambda m: m.float()), "expected kernel_mask to have dtype uint8 or bool, but got Float", meta=True
+                _with(0, lambda m: m.float()),
+                "expected kernel_mask to have dtype uint8 or bool, but got Float",
+                meta=True,
             ),
             "label_long": BadInput(
-                _with(1, lambda t: t.long()), "expected internal_kernel_label to have dtype int32, but got Long", meta=True
+                _with(1, lambda t: t.long()),
+                "expected internal_kernel_label to have dtype int32, but got Long",
+                meta=True,
             ),
             "label_shape": BadInput(
                 _with(1, lambda t: t[1:]), r"expected internal_kernel_label of shape \[24, 30\]", meta=True

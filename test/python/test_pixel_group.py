@@ -53,18 +53,39 @@ def _empty(device, dtype):
     f, i32, b = dict(dtype=dtype, device=device), dict(dtype=torch.int32, device=device), dict(device=device)
     return [
         Sample(
-            (torch.zeros(0, 5, **f), torch.zeros(0, 5, dtype=torch.bool, **b), torch.zeros(0, 5, 4, **f),
-             torch.zeros(0, 5, **i32), torch.zeros(0, 5, dtype=torch.uint8, **b), 3, 0.8),
+            (
+                torch.zeros(0, 5, **f),
+                torch.zeros(0, 5, dtype=torch.bool, **b),
+                torch.zeros(0, 5, 4, **f),
+                torch.zeros(0, 5, **i32),
+                torch.zeros(0, 5, dtype=torch.uint8, **b),
+                3,
+                0.8,
+            ),
             out_shapes=[(0, 5), (3,), (3,)],
         ),
         Sample(
-            (torch.zeros(4, 5, **f), torch.ones(4, 5, dtype=torch.bool, **b), torch.zeros(4, 5, 0, **f),
-             torch.ones(4, 5, **i32), torch.ones(4, 5, dtype=torch.uint8, **b), 2, 0.8),
+            (
+                torch.zeros(4, 5, **f),
+                torch.ones(4, 5, dtype=torch.bool, **b),
+                torch.zeros(4, 5, 0, **f),
+                torch.ones(4, 5, **i32),
+                torch.ones(4, 5, dtype=torch.uint8, **b),
+                2,
+                0.8,
+            ),
             out_shapes=[(4, 5), (2,), (2,)],
         ),
         Sample(
-            (torch.zeros(4, 5, **f), torch.ones(4, 5, dtype=torch.bool, **b), torch.zeros(4, 5, 2, **f),
-             torch.zeros(4, 5, **i32), torch.ones(4, 5, dtype=torch.uint8, **b), 0, 0.8),
+            (
+                torch.zeros(4, 5, **f),
+                torch.ones(4, 5, dtype=torch.bool, **b),
+                torch.zeros(4, 5, 2, **f),
+                torch.zeros(4, 5, **i32),
+                torch.ones(4, 5, dtype=torch.uint8, **b),
+                0,
+                0.8,
+            ),
             out_shapes=[(4, 5), (0,), (0,)],
         ),
     ]
@@ -77,8 +98,14 @@ def _cuda_samples(dtype):
 
 
 class _Group(torch.nn.Module):
-    def forward(self, score: torch.Tensor, mask: torch.Tensor, embedding: torch.Tensor, label: torch.Tensor,
-                contour: torch.Tensor):
+    def forward(
+        self,
+        score: torch.Tensor,
+        mask: torch.Tensor,
+        embedding: torch.Tensor,
+        label: torch.Tensor,
+        contour: torch.Tensor,
+    ):
         return torch.ops.mmops.pixel_group(score, mask, embedding, label, contour, 6, 0.8)
 
 
@@ -114,7 +141,8 @@ CONFORMANCE = [
                 _with(2, lambda t: t[..., 0]), r"expected embedding to be a 3-D tensor \[H, W, C\]", meta=True
             ),
             "embedding_dtype": BadInput(
-                _with(2, lambda t: t.double()), r"expected embedding to have score's dtype \(Float\), but got Double",
+                _with(2, lambda t: t.double()),
+                r"expected embedding to have score's dtype \(Float\), but got Double",
                 meta=True,
             ),
             "label_long": BadInput(
@@ -295,8 +323,13 @@ def test_labels_and_regions():
 def test_strided_inputs():
     score, mask, emb, label, contour = random_inputs(12, 10, 4, 5, 6)
     expected = group_op(score, mask, emb, label, contour, 5, 0.5)
-    strided = (score.t().contiguous().t(), mask.t().contiguous().t(), emb.permute(2, 0, 1).contiguous().permute(1, 2, 0),
-               label.t().contiguous().t(), contour.t().contiguous().t())
+    strided = (
+        score.t().contiguous().t(),
+        mask.t().contiguous().t(),
+        emb.permute(2, 0, 1).contiguous().permute(1, 2, 0),
+        label.t().contiguous().t(),
+        contour.t().contiguous().t(),
+    )
     out = group_op(*strided, 5, 0.5)
     assert all(torch.equal(a, b) for a, b in zip(out, expected))
 

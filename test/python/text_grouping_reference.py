@@ -274,11 +274,16 @@ def synthetic_pan(height, width, instances, channels=4, seed=0, dtype=None, nois
         label[ky0:ky1, kx0:kx1] = i + 1
     mask ^= torch.rand(height, width, generator=g) < noise
     embedding = centre + torch.randn(height, width, channels, generator=g) * 0.3
-    score = torch.where(mask, 0.5 + 0.5 * torch.rand(height, width, generator=g), torch.rand(height, width, generator=g) * 0.5)
+    score = torch.where(
+        mask, 0.5 + 0.5 * torch.rand(height, width, generator=g), torch.rand(height, width, generator=g) * 0.5
+    )
     padded = torch.nn.functional.pad(label[None, None].float(), (1, 1, 1, 1), value=-1)[0, 0]
     inner = padded[1:-1, 1:-1]
     differs = (
-        (padded[:-2, 1:-1] != inner) | (padded[2:, 1:-1] != inner) | (padded[1:-1, :-2] != inner) | (padded[1:-1, 2:] != inner)
+        (padded[:-2, 1:-1] != inner)
+        | (padded[2:, 1:-1] != inner)
+        | (padded[1:-1, :-2] != inner)
+        | (padded[1:-1, 2:] != inner)
     )
     contour = ((label > 0) & differs).to(torch.uint8)
     return score.to(dtype), mask, embedding.to(dtype), label, contour, instances + 1

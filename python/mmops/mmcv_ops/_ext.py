@@ -90,7 +90,9 @@ def nms_match(dets: torch.Tensor, iou_threshold: float) -> list:
     return [g.tolist() if hasattr(g, "tolist") else list(g) for g in groups]
 
 
-def contour_expand(kernel_mask: torch.Tensor, internal_kernel_label: torch.Tensor, min_kernel_area: int, kernel_num: int) -> list:
+def contour_expand(
+    kernel_mask: torch.Tensor, internal_kernel_label: torch.Tensor, min_kernel_area: int, kernel_num: int
+) -> list:
     """mmcv's kernel returns the label map as a list of rows (mmcv's result, no
     progressive rounds)."""
     return mmops_attr("contour_expand", "contour_expand")(
