@@ -1,5 +1,6 @@
 // group_by_index (index_segments.h): a stable sort of (group, key) pairs, then
-// the segment starts by a binary search for every target.
+// the segment starts by a binary search for every target (ATen ops; CUDA
+// tensors go to index_segments_cuda.cu).
 
 #include "common/index_segments.h"
 
@@ -20,6 +21,11 @@ IndexSegments group_by_index(const at::Tensor& keys, int64_t size) {
   if (keys.numel() == 0) {
     return {at::empty({0}, long_options), at::zeros({targets + 1}, long_options)};
   }
+#ifdef MMOPS_WITH_CUDA
+  if (keys.is_cuda()) {
+    return group_by_index_cuda(keys.scalar_type() == at::kInt ? keys : keys.to(at::kLong), size, targets);
+  }
+#endif
   const at::Tensor k = keys.to(at::kLong);
   const at::Tensor group = at::arange(groups, long_options).mul_(size).unsqueeze(1);
   // out-of-range keys go to the sentinel `targets`, after every segment

@@ -21,9 +21,13 @@ struct IndexSegments {
 };
 
 // keys: [G, L] integer tensor of target indices in [0, size); a key outside
-// that range is dropped (it belongs to no segment). ATen ops only (CPU or
-// CUDA, no host synchronisation); a stable sort keeps l ascending.
+// that range is dropped (it belongs to no segment). No host synchronisation;
+// a stable sort keeps l ascending. CPU: ATen ops; CUDA: group_by_index_cuda.
 IndexSegments group_by_index(const at::Tensor& keys, int64_t size);
+
+// The CUDA implementation (index_segments_cuda.cu): int32 or int64 keys with
+// at least one element, targets = G * size.
+IndexSegments group_by_index_cuda(const at::Tensor& keys, int64_t size, int64_t targets);
 
 } // namespace kernels
 } // namespace mmops

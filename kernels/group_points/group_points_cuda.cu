@@ -1,15 +1,20 @@
 // CUDA kernels of gather_points / group_points.
-// Forward: a thread per (batch, k) reads its index once and copies
-// kChannelsPerThread channels; a warp writes 32 consecutive k of a channel
-// row (coalesced). Backward, deterministic without float atomics: the indices
-// are grouped by feature point with group_by_index (equal indices keep their
-// order of k); a thread per (batch, point) then sums its range in increasing k,
-// the order the CPU kernel adds in, so CUDA and CPU agree bitwise. No host sync.
+// Forward: when K >= N (group_points), features are transposed to rows
+// [B, N, C] and a block gathers a tile of k x channels through shared memory
+// (gather_rows_forward_kernel); otherwise a thread per (batch, k) reads its
+// index once and copies kChannelsPerThread channels; either way a warp writes
+// consecutive k of a channel row (coalesced).
+// Backward, deterministic without float atomics: the indices are grouped by
+// feature point with group_by_index (equal indices keep their order of k),
+// grad_output is transposed to rows [B, K, C], and
+// segment_rows::launch_sums adds each point's rows in increasing k (the order
+// the CPU kernel adds in: CUDA and CPU agree bitwise). No host sync.
 // half/bfloat16 accumulate in float. 64-bit offsets.
 
 #include "group_points/group_points_kernels.h"
 
 #include "common/index_segments.h"
+#include "common/segment_rows_cuda.cuh"
 
 #include <ATen/Dispatch.h>
 #include <ATen/OpMathType.h>
@@ -27,6 +32,14 @@ namespace {
 
 constexpr int kThreads = 256;
 constexpr int kChannelsPerThread = 8;
+
+// The forward's tiled kernel has the block shape of the backward's
+// (segment_rows_cuda.cuh): kTile k x kSlab channels, kParts threads per k.
+using segment_rows::kChannelsPerPart;
+using segment_rows::kParts;
+using segment_rows::kSlab;
+using segment_rows::kTile;
+static_assert(kThreads == segment_rows::kThreads, "one block size for both tiled kernels");
 
 // The block's (batch, tile of kThreads positions, chunk of channels), from a 1-D grid.
 struct Tile {
@@ -56,30 +69,47 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
-// grad[b, c, p] = sum over j in [offsets[b * n + p], offsets[b * n + p + 1]) of
-// grad_output[b, c, k], k = order[j] - b * k_count (group_by_index's flat positions).
-template <typename scalar_t, typename acc_t>
+// out[b, c, k] = rows[b, indices[b, k], c], rows = features transposed to
+// [B, N, C] (used when K >= N: every feature is read once or more, so a
+// channel row per k beats a 4-byte sector per (k, channel)); the block's tile
+// of kTile k x kSlab channels goes out through shared memory as
+// coalesced [C, K] rows.
+template <typename scalar_t>
 __global__ void __launch_bounds__(kThreads)
-    gather_backward_kernel(const scalar_t* __restrict__ grad_output, const int64_t* __restrict__ order,
-                           const int64_t* __restrict__ offsets, int64_t channels, int64_t n, int64_t k_count,
-                           int64_t tiles, int64_t chunks, scalar_t* __restrict__ grad) {
-  const Tile t = tile_of(tiles, chunks);
-  if (t.position >= n) {
-    return;
+    gather_rows_forward_kernel(const scalar_t* __restrict__ rows, const int32_t* __restrict__ indices, int64_t channels,
+                               int64_t n, int64_t k_count, int64_t tiles, int64_t slabs, scalar_t* __restrict__ out) {
+  __shared__ scalar_t tile[kSlab][kTile + 1];
+  const int64_t block = blockIdx.x;
+  const int64_t b = block / (tiles * slabs), first_k = (block / slabs) % tiles * kTile;
+  const int64_t first_channel = block % slabs * kSlab;
+  const int local = threadIdx.x / kParts, part = threadIdx.x % kParts;
+  const int64_t k = first_k + local;
+  const int32_t i = k < k_count ? indices[b * k_count + k] : -1;
+  const bool valid = i >= 0 && i < n; // guarded: another index gathers 0
+  const scalar_t* row = rows + (b * n + (valid ? i : 0)) * channels + first_channel + part;
+#pragma unroll
+  for (int q = 0; q < kChannelsPerPart; ++q) {
+    const bool inside = valid && first_channel + part + q * kParts < channels;
+    tile[part + q * kParts][local] = inside ? row[q * kParts] : scalar_t(0);
   }
-  const int64_t begin = offsets[t.batch * n + t.position];
-  const int64_t end = offsets[t.batch * n + t.position + 1];
-  const int64_t first_k = t.batch * k_count;
-  const int64_t c_end = t.channel0 + kChannelsPerThread < channels ? t.channel0 + kChannelsPerThread : channels;
-  for (int64_t c = t.channel0; c < c_end; ++c) {
-    const int64_t row = t.batch * channels + c;
-    acc_t sum = acc_t(0);
-    for (int64_t j = begin; j < end; ++j) {
-      sum += static_cast<acc_t>(grad_output[row * k_count + (order[j] - first_k)]);
+  __syncthreads();
+  for (int e = threadIdx.x; e < kSlab * kTile; e += kThreads) {
+    const int c = e / kTile, j = e % kTile;
+    if (first_channel + c < channels && first_k + j < k_count) {
+      out[(b * channels + first_channel + c) * k_count + first_k + j] = tile[c][j];
     }
-    grad[row * n + t.position] = static_cast<scalar_t>(sum);
   }
 }
+
+// The backward's term: the row itself (b * K + k = order[j] is its row in
+// grad_output transposed to [B, K, C]).
+struct GatherSource {
+  __device__ int64_t row(int64_t e) const { return e; }
+  template <typename acc_t>
+  __device__ acc_t term(acc_t value, int64_t) const {
+    return value;
+  }
+};
 
 // Blocks for batch x positions x channels, checked against the launch limit.
 int64_t grid_of(const char* what, int64_t batch, int64_t positions, int64_t channels, int64_t& tiles, int64_t& chunks) {
@@ -101,6 +131,21 @@ at::Tensor gather_points_forward_cuda(const at::Tensor& features_, const at::Ten
   const int64_t k_count = indices.size(1);
   at::Tensor out = at::empty({batch, channels, k_count}, features.options());
   if (out.numel() == 0) {
+    return out;
+  }
+  if (k_count >= n) {
+    const at::Tensor rows = features.transpose(1, 2).contiguous(); // [B, N, C]
+    const int64_t tiles = (k_count + kTile - 1) / kTile, slabs = (channels + kSlab - 1) / kSlab;
+    TORCH_CHECK(batch * tiles * slabs <= std::numeric_limits<int32_t>::max(), "mmops::gather_points: ", batch, " x ",
+                k_count, " x ", channels, " values are more than one CUDA launch covers");
+    AT_DISPATCH_FLOATING_TYPES_AND2(
+        at::kHalf, at::kBFloat16, features.scalar_type(), "mmops::gather_points (CUDA)", [&] {
+          gather_rows_forward_kernel<scalar_t>
+              <<<static_cast<unsigned>(batch * tiles * slabs), kThreads, 0, c10::cuda::getCurrentCUDAStream()>>>(
+                  rows.const_data_ptr<scalar_t>(), indices.const_data_ptr<int32_t>(), channels, n, k_count, tiles,
+                  slabs, out.mutable_data_ptr<scalar_t>());
+          C10_CUDA_KERNEL_LAUNCH_CHECK();
+        });
     return out;
   }
   int64_t tiles = 0, chunks = 0;
@@ -126,17 +171,12 @@ at::Tensor gather_points_backward_cuda(const at::Tensor& grad_output_, const at:
   at::Tensor grad = at::empty({batch, channels, n}, grad_output.options());
   // Equal indices keep increasing k; out-of-range ones belong to no point.
   const IndexSegments segments = group_by_index(indices, n);
-  int64_t tiles = 0, chunks = 0;
-  const int64_t blocks = grid_of("mmops::gather_points backward: ", batch, n, channels, tiles, chunks);
+  const at::Tensor rows = grad_output.transpose(1, 2).contiguous(); // [B, K, C]
   AT_DISPATCH_FLOATING_TYPES_AND2(
       at::kHalf, at::kBFloat16, grad_output.scalar_type(), "mmops::gather_points backward (CUDA)", [&] {
-        using acc_t = at::opmath_type<scalar_t>;
-        gather_backward_kernel<scalar_t, acc_t>
-            <<<static_cast<unsigned>(blocks), kThreads, 0, c10::cuda::getCurrentCUDAStream()>>>(
-                grad_output.const_data_ptr<scalar_t>(), segments.order.const_data_ptr<int64_t>(),
-                segments.offsets.const_data_ptr<int64_t>(), channels, n, k_count, tiles, chunks,
-                grad.mutable_data_ptr<scalar_t>());
-        C10_CUDA_KERNEL_LAUNCH_CHECK();
+        segment_rows::launch_sums<scalar_t, at::opmath_type<scalar_t>>(
+            "mmops::gather_points backward: ", rows.const_data_ptr<scalar_t>(), segments, batch, channels, n,
+            GatherSource{}, grad.mutable_data_ptr<scalar_t>(), c10::cuda::getCurrentCUDAStream());
       });
   return grad;
 }

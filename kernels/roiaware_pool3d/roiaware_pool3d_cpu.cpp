@@ -61,13 +61,16 @@ std::vector<int32_t> assign_points(const box3d::Box3d<acc_t>& box, const scalar_
 
 std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> roiaware_pool3d_outputs(int64_t num_rois,
                                                                                    const at::Tensor& pts_feature,
-                                                                                   const RoIAwarePool3dParams& p) {
+                                                                                   const RoIAwarePool3dParams& p,
+                                                                                   bool zero_counts) {
   const int64_t c = pts_feature.size(1);
   const auto ints = pts_feature.options().dtype(at::kInt);
   const bool is_max = p.mode == RoIAwarePoolMode::kMax;
   return {at::empty({num_rois, p.out_x, p.out_y, p.out_z, c}, pts_feature.options()),
           is_max ? at::empty({num_rois, p.out_x, p.out_y, p.out_z, c}, ints) : at::empty({0}, ints),
-          at::empty({num_rois, pts_feature.size(0)}, ints), at::zeros({num_rois, p.out_x * p.out_y * p.out_z}, ints)};
+          at::empty({num_rois, pts_feature.size(0)}, ints),
+          zero_counts ? at::zeros({num_rois, p.out_x * p.out_y * p.out_z}, ints)
+                      : at::empty({num_rois, p.out_x * p.out_y * p.out_z}, ints)};
 }
 
 std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> roiaware_pool3d_forward_cpu(const at::Tensor& rois,

@@ -35,11 +35,13 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> roiaware_pool3d_forwa
                                                                                        const RoIAwarePool3dParams& p);
 
 // The forward's outputs for rois [N, 7] and pts_feature [P, C], allocated
-// (pooled, argmax, point_voxels uninitialised; voxel_counts zero) on the
-// features' device: CPU and CUDA return the same shapes.
+// (pooled, argmax, point_voxels uninitialised; voxel_counts zero unless
+// zero_counts is false) on the features' device: CPU and CUDA return the same
+// shapes.
 std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> roiaware_pool3d_outputs(int64_t num_rois,
                                                                                    const at::Tensor& pts_feature,
-                                                                                   const RoIAwarePool3dParams& p);
+                                                                                   const RoIAwarePool3dParams& p,
+                                                                                   bool zero_counts = true);
 
 // grad_in [P, C] (P = point_voxels.size(1)) from grad_out [N, X, Y, Z, C] and
 // the forward's argmax / point_voxels / voxel_counts: per point the sum over

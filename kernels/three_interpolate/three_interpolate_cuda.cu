@@ -2,12 +2,14 @@
 //  - forward: one thread per output (b, c, n), n fastest (coalesced writes).
 //  - grad_features, deterministic without atomics: the (b, n, j) entries are
 //    grouped by source b * M + indices[b, n, j] (group_by_index: a stable sort,
-//    so every group lists its entries in (n, j) order, as the CPU sums them) and
-//    one thread per (b, c, m) sums its group in that order.
+//    so every group lists its entries in (n, j) order, as the CPU sums them),
+//    grad_output is transposed to rows [B, N, C], and segment_rows::launch_sums
+//    adds each source's terms in that order.
 //  - grad_weight: one thread per target (b, n) sums over the channels.
 // half/bfloat16 accumulate in float. 64-bit offsets; no host synchronisation.
 
 #include "common/index_segments.h"
+#include "common/segment_rows_cuda.cuh"
 #include "three_interpolate/three_interpolate_kernels.h"
 #include "three_interpolate/three_interpolate_math.h"
 
@@ -50,24 +52,17 @@ __global__ void forward_kernel(const scalar_t* __restrict__ features, const int3
 }
 
 // grad_features[b, c, s] = sum over the group of source b * M + s (entries
-// order[starts[..]] .. in (n, j) order) of grad_output[b, c, n] * weight[e].
-template <typename scalar_t, typename acc_t>
-__global__ void grad_features_kernel(const scalar_t* __restrict__ grad_output, const scalar_t* __restrict__ weight,
-                                     const int64_t* __restrict__ order, const int64_t* __restrict__ starts, int64_t c,
-                                     int64_t m, int64_t n, int64_t total, scalar_t* __restrict__ grad_features) {
-  const int64_t i = int64_t(blockIdx.x) * kThreads + threadIdx.x;
-  if (i >= total) {
-    return;
+// e = (b * N + n) * 3 + j in (n, j) order) of grad_output[b, c, n] * weight[e]:
+// the term of entry e, whose row in grad_output transposed to [B, N, C] is e / 3.
+template <typename scalar_t>
+struct WeightedSource {
+  const scalar_t* weight;
+  __device__ int64_t row(int64_t e) const { return e / 3; }
+  template <typename acc_t>
+  __device__ acc_t term(acc_t value, int64_t e) const {
+    return host_device_math::mul_rn(value, static_cast<acc_t>(weight[e]));
   }
-  const int64_t row = i / m, s = i % m, group = (row / c) * m + s;
-  const scalar_t* g = grad_output + row * n;
-  acc_t acc = acc_t(0);
-  for (int64_t p = starts[group]; p < starts[group + 1]; ++p) {
-    const int64_t e = order[p];
-    acc += host_device_math::mul_rn(static_cast<acc_t>(g[(e / 3) % n]), static_cast<acc_t>(weight[e]));
-  }
-  grad_features[i] = static_cast<scalar_t>(acc);
-}
+};
 
 template <typename scalar_t, typename acc_t>
 __global__ void grad_weight_kernel(const scalar_t* __restrict__ grad_output, const scalar_t* __restrict__ features,
@@ -144,12 +139,10 @@ std::tuple<at::Tensor, at::Tensor> three_interpolate_backward_cuda(const at::Ten
     if (grad_features.numel() > 0 && n > 0) {
       // entries e = (b, n, j) grouped by source b * M + indices[e], in (n, j) order
       const IndexSegments segments = group_by_index(idx.view({b, n * 3}), m);
-      const at::Tensor& order = segments.order;
-      const at::Tensor& starts = segments.offsets;
-      grad_features_kernel<scalar_t, acc_t><<<blocks_for(grad_features.numel()), kThreads, 0, stream>>>(
-          g.const_data_ptr<scalar_t>(), w.const_data_ptr<scalar_t>(), order.const_data_ptr<int64_t>(),
-          starts.const_data_ptr<int64_t>(), c, m, n, grad_features.numel(), grad_features.mutable_data_ptr<scalar_t>());
-      C10_CUDA_KERNEL_LAUNCH_CHECK();
+      const at::Tensor rows = g.transpose(1, 2).contiguous(); // [B, N, C]
+      segment_rows::launch_sums<scalar_t, acc_t>(
+          "mmops::three_interpolate backward: ", rows.const_data_ptr<scalar_t>(), segments, b, c, m,
+          WeightedSource<scalar_t>{w.const_data_ptr<scalar_t>()}, grad_features.mutable_data_ptr<scalar_t>(), stream);
     }
     if (grad_weight.numel() > 0) {
       grad_weight_kernel<scalar_t, acc_t><<<blocks_for(b * n), kThreads, 0, stream>>>(

@@ -31,12 +31,12 @@ struct ScatterResult {
 namespace kernels {
 
 // The points of every voxel: coors [N, D] int32, rows with a negative value
-// dropped. order int64: the V kept points first, by voxel (increasing rows),
-// then by point index (group_by_coordinates gives [V], the CUDA grouping [N],
-// the dropped points last); starts [M + 1] int64: voxel v owns
+// dropped. order [V] int64: the V kept points by voxel (increasing rows), then
+// by point index; starts [M + 1] int64: voxel v owns
 // order[starts[v], starts[v + 1]);
 // point2voxel [N] int32; counts [M] int32; voxel_coors [M, D] int32. ATen ops
-// on the tensors' device (one host sync: M).
+// on the tensors' device (one host sync: M): the CPU's grouping, and the
+// CUDA one for rows too wide for its packed keys.
 struct VoxelGroups {
   at::Tensor order;
   at::Tensor starts;

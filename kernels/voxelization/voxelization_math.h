@@ -66,17 +66,19 @@ C10_HOST_DEVICE inline void voxel_of_key(int64_t key, const VoxelGrid& g, int32_
 }
 
 // dynamic_scatter: channel c of voxel v, whose points are order[begin, end)
-// (ascending point index, begin < end). Sum and mean add in that order; max
-// keeps the first maximum (the lowest point index) and a NaN wins (the first
-// NaN), as torch.amax propagates NaN; *argmax gets the winning point.
-template <typename scalar_t, typename acc_t>
-C10_HOST_DEVICE inline void reduce_voxel_channel(const scalar_t* feats, int64_t channels, const int64_t* order,
+// (ascending point index, begin < end; int64 on the CPU, int32 in the CUDA
+// pipeline). Sum and mean add in that order; max keeps the first maximum (the
+// lowest point index) and a NaN wins (the first NaN), as torch.amax
+// propagates NaN; *argmax gets the winning point.
+template <typename scalar_t, typename acc_t, typename index_t>
+C10_HOST_DEVICE inline void reduce_voxel_channel(const scalar_t* feats, int64_t channels, const index_t* order,
                                                  int64_t begin, int64_t end, int64_t c, ScatterReduce reduce,
                                                  scalar_t* out, int32_t* argmax) {
   if (reduce == ScatterReduce::Max) {
     host_device_math::MaxTracker<acc_t> best;
     for (int64_t j = begin; j < end; ++j) {
-      best.update(static_cast<acc_t>(feats[order[j] * channels + c]), static_cast<int>(j - begin));
+      best.update(static_cast<acc_t>(feats[static_cast<int64_t>(order[j]) * channels + c]),
+                  static_cast<int>(j - begin));
     }
     *out = static_cast<scalar_t>(best.result());
     *argmax = static_cast<int32_t>(order[begin + best.index]);
@@ -84,7 +86,7 @@ C10_HOST_DEVICE inline void reduce_voxel_channel(const scalar_t* feats, int64_t 
   }
   acc_t sum = acc_t(0);
   for (int64_t j = begin; j < end; ++j) {
-    sum += static_cast<acc_t>(feats[order[j] * channels + c]);
+    sum += static_cast<acc_t>(feats[static_cast<int64_t>(order[j]) * channels + c]);
   }
   *out = static_cast<scalar_t>(reduce == ScatterReduce::Mean ? sum / static_cast<acc_t>(end - begin) : sum);
 }

@@ -24,12 +24,18 @@ class DynamicScatterFunction : public torch::autograd::Function<DynamicScatterFu
     ctx->save_for_backward({point2voxel, count, argmax});
     detail::save_enum(ctx, "reduce", detail::check_dynamic_scatter(feats, coors, reduce));
     ctx->mark_non_differentiable({voxel_coors});
+    // voxel_coors (int32) gets no gradient: without this the engine would fill
+    // an [M, D] zero tensor for it on every backward.
+    ctx->set_materialize_grads(false);
     return {voxel_feats, voxel_coors};
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list grad_outputs) {
     static const auto backward_op = detail::op_handle<DynamicScatterBackwardFn>("mmops::_dynamic_scatter_backward");
     const at::Tensor& grad = grad_outputs[0];
+    if (!grad.defined()) { // no gradient reached voxel_feats: none for feats
+      return {at::Tensor(), at::Tensor(), at::Tensor()};
+    }
     detail::refuse_double_backward("mmops::dynamic_scatter", grad);
     const variable_list saved = ctx->get_saved_variables();
     const ScatterReduce reduce = detail::saved_enum<ScatterReduce>(ctx, "reduce");

@@ -375,6 +375,70 @@ def test_cuda_grouping_matches_cpu_for_any_key_width(columns, high):
         assert torch.equal(got.cpu(), expected)
 
 
+def _assert_cuda_forward_equals_cpu(feats, coors, reduce):
+    cpu = torch.ops.mmops._dynamic_scatter_forward(feats, coors, reduce)
+    gpu = torch.ops.mmops._dynamic_scatter_forward(feats.cuda(), coors.cuda(), reduce)
+    for got, expected in zip(gpu, cpu):
+        assert got.shape == expected.shape and torch.equal(got.cpu(), expected)
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("columns", [2, 4])
+def test_cuda_key_widths_from_earlier_calls(columns):
+    """CUDA packs rows with the column widths of earlier calls (no sync for the maxima):
+    wider data redoes the grouping with its own widths, narrower data reuses wider keys;
+    every call equals the CPU. 4 columns and 2^k - 1 / 2^k values cross the widths."""
+    highs = [1, 4, 2**10, 2**10 + 1, 5, 2**20, 2**14, 2**31 - 1 if columns == 2 else 2**15, 3]
+    for step, high in enumerate(highs):
+        coors = random_coors(4000, columns=columns, high=high, seed=20 + step)
+        coors = torch.cat([coors, coors[:2000]])  # voxels of several points
+        feats = random_feats(coors.shape[0], 3, seed=step)
+        _assert_cuda_forward_equals_cpu(feats, coors, REDUCES[step % 3])
+
+
+@pytest.mark.cuda
+def test_cuda_key_of_31_and_32_bits():
+    """31 bits of coordinates and the dropped mark fill a 32-bit key; one more bit takes 64-bit keys."""
+    for high in (2**31 - 1, 2**16):
+        columns = 1 if high > 2**16 else 2
+        coors = random_coors(3000, columns=columns, high=high, seed=7)
+        coors[:5] = high - 1  # the largest value: its width is the column's
+        coors = torch.cat([coors, coors[:1000]])
+        _assert_cuda_forward_equals_cpu(random_feats(coors.shape[0], 2, seed=8), coors, "max")
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("reduce", REDUCES)
+def test_cuda_zero_channels_and_all_dropped(reduce):
+    coors = random_coors(500, columns=4, high=3, seed=9)
+    _assert_cuda_forward_equals_cpu(torch.zeros(500, 0), coors, reduce)
+    _assert_cuda_forward_equals_cpu(random_feats(500, 3), torch.full((500, 4), -1, dtype=torch.int32), reduce)
+    single = torch.zeros(1, 4, dtype=torch.int32)
+    _assert_cuda_forward_equals_cpu(random_feats(1, 3), single, reduce)
+
+
+@pytest.mark.cuda
+def test_cuda_lidar_like_batch_matches_cpu():
+    """The benchmark's shape: 4 clouds of (batch, z, y, x) rows, a third of them dropped, mean
+    reduce, forward and backward bit for bit."""
+    clouds = [random_cloud(20000, seed=s) for s in range(4)]
+    coors = torch.cat(
+        [
+            torch.cat([torch.full((c.shape[0], 1), i, dtype=torch.int32), mmops.dynamic_voxelize(c, VOXEL, RANGE)], 1)
+            for i, c in enumerate(clouds)
+        ]
+    )
+    coors[coors[:, 1] < 0] = -1
+    feats = torch.cat(clouds)
+    _assert_cuda_forward_equals_cpu(feats, coors, "mean")
+    cpu_leaf, gpu_leaf = feats.clone().requires_grad_(True), feats.cuda().requires_grad_(True)
+    cpu, gpu = scatter_op(cpu_leaf, coors, "mean"), scatter_op(gpu_leaf, coors.cuda(), "mean")
+    grad = random_feats(cpu[0].shape[0], feats.shape[1], seed=4)
+    cpu[0].backward(grad)
+    gpu[0].backward(grad.cuda())
+    assert torch.equal(gpu_leaf.grad.cpu(), cpu_leaf.grad)
+
+
 @pytest.mark.cuda
 def test_cuda_backward_guards_bad_indices_without_strict_mode():
     feats, coors = random_feats(10, 2, device="cuda"), random_coors(10, high=2, dropped=0, device="cuda")

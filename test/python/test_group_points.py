@@ -131,7 +131,7 @@ def _gather_cuda(seed, size, dtype):
 
 
 def _group_cuda(seed, size, dtype):
-    b, c, n, p, s = [(2, 3, 10, 4, 3), (2, 17, 500, 128, 16), (1, 64, 40, 100, 32)][size]
+    b, c, n, p, s = [(2, 3, 10, 4, 3), (2, 17, 500, 128, 16), (1, 70, 40, 100, 32)][size]  # 70: two channel slabs
     return Sample((random_features((b, c, n), dtype, seed), random_indices((b, p, s), n, seed)))
 
 
@@ -395,11 +395,12 @@ def test_double_backward_refused():
 def test_cuda_out_of_range_indices_are_guarded():
     f = random_features((2, 3, 6), torch.float32, device="cuda").requires_grad_(True)
     idx = torch.tensor([[0, 6, -1, 2], [100, 5, 5, -7]], dtype=torch.int32, device="cuda")
-    out = gather(f, idx)
-    bad = (idx < 0) | (idx >= 6)
-    assert (out.detach().permute(1, 0, 2)[:, bad] == 0).all()
-    (g,) = torch.autograd.grad(out, f, torch.ones_like(out))
-    assert g.sum().item() == (~bad).sum().item() * 3  # only valid indices receive gradient
+    for idx in (idx, idx.repeat(1, 3)):  # K < N: a thread per k; K >= N: channel rows per k
+        out = gather(f, idx)
+        bad = (idx < 0) | (idx >= 6)
+        assert (out.detach().permute(1, 0, 2)[:, bad] == 0).all()
+        (g,) = torch.autograd.grad(out, f, torch.ones_like(out))
+        assert g.sum().item() == (~bad).sum().item() * 3  # only valid indices receive gradient
     with strict_index_check(True), pytest.raises(RuntimeError, match="every value of indices"):
         gather(f, idx)
     sf, fc, sidx, ic = stacked_inputs([4, 5], [2, 3], 3, 4, torch.float32, device="cuda")

@@ -211,3 +211,26 @@ def test_cuda_matches_cpu_large(dtype):
         out = op(points.cuda(), feats.cuda(), boxes.cuda(), s)
         ref = op(points, feats, boxes, s)
         assert torch.equal(out[0].cpu(), ref[0]) and torch.equal(out[1].cpu(), ref[1])
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
+def test_cuda_matches_cpu_crowded(dtype):
+    """About 5000 points in a box (several 4096-point chunks of the CUDA select step, which
+    stops in the chunk where it holds S), S inside the first chunk, past it and above the
+    count (repeats), an empty box, and 1 or 2 channels (4 or 8 lanes a row in the CUDA fill)."""
+    boxes = random_boxes(2, 1, seed=9)
+    points = points_near_boxes(boxes, 30000, seed=10)
+    boxes = torch.cat([boxes, boxes, boxes], 1)
+    boxes[:, 1, 3:6] *= 0.5  # fewer points
+    boxes[:, 2, :2] += 100.0  # none
+    for c in (1, 2):
+        feats = torch.randn(2, 30000, c, generator=torch.Generator().manual_seed(c), dtype=torch.float64)
+        p, f, q = points.to(dtype), feats.to(dtype), boxes.to(dtype)
+        inside = torch.ops.mmops.points_in_boxes_all(p, q).sum(1)
+        assert (inside[:, 0] > 4097).all() and (inside[:, 0] < 9000).all()
+        for s in (1, 4095, 4097, 9000):
+            out = op(p.cuda(), f.cuda(), q.cuda(), s)
+            ref = op(p, f, q, s)
+            assert torch.equal(out[0].cpu(), ref[0]) and torch.equal(out[1].cpu(), ref[1])
+            assert ref[1][:, 2].eq(1).all() and ref[1][:, :2].eq(0).all()
