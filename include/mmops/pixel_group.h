@@ -23,7 +23,7 @@ namespace mmops {
 // kernel. Not differentiable. See docs/ops/pixel_group.md.
 std::tuple<at::Tensor, at::Tensor, at::Tensor> pixel_group(const at::Tensor& score, const at::Tensor& mask,
                                                            const at::Tensor& embedding, const at::Tensor& kernel_label,
-                                                           const at::Tensor& kernel_contour,
-                                                           int64_t kernel_region_num, double distance_threshold);
+                                                           const at::Tensor& kernel_contour, int64_t kernel_region_num,
+                                                           double distance_threshold);
 
 } // namespace mmops

@@ -142,15 +142,9 @@ struct Lists {
   at::Tensor lists;  // [3, pixels + 1] int32
   at::Tensor prefix; // [pixels] int32 inclusive prefix sum of keep; its last value is the seed count
   at::Tensor claim;  // [pixels] int64, all bits set
-  int32_t* list(int64_t i) {
-    return lists.mutable_data_ptr<int32_t>() + i * lists.size(1);
-  }
-  const int32_t* count() const {
-    return prefix.const_data_ptr<int32_t>() + (prefix.numel() - 1);
-  }
-  unsigned long long* claims() {
-    return reinterpret_cast<unsigned long long*>(claim.mutable_data_ptr<int64_t>());
-  }
+  int32_t* list(int64_t i) { return lists.mutable_data_ptr<int32_t>() + i * lists.size(1); }
+  const int32_t* count() const { return prefix.const_data_ptr<int32_t>() + (prefix.numel() - 1); }
+  unsigned long long* claims() { return reinterpret_cast<unsigned long long*>(claim.mutable_data_ptr<int64_t>()); }
 };
 
 inline Lists make_lists(const at::Tensor& keep) {

@@ -107,9 +107,8 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> pixel_group_cpu(const at::Tensor&
   }
   const at::Tensor s = score.contiguous(), e = embedding.contiguous();
   const at::Tensor m = mask.contiguous().view(at::kByte), c = kernel_contour.contiguous().view(at::kByte);
-  AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, score.scalar_type(), "pixel_group_cpu", [&] {
-    pixel_group_kernel<scalar_t>(s, m, e, c, params, labels, scores, counts);
-  });
+  AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, score.scalar_type(), "pixel_group_cpu",
+                                  [&] { pixel_group_kernel<scalar_t>(s, m, e, c, params, labels, scores, counts); });
   return {labels, scores, counts};
 }
 

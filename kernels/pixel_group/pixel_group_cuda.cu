@@ -96,8 +96,8 @@ at::Tensor segment_keys(const at::Tensor& labels) {
 // Grows labels in place, writes scores; returns the grown labels' segments.
 template <typename scalar_t>
 IndexSegments pixel_group_kernel(const at::Tensor& score, const at::Tensor& mask, const at::Tensor& embedding,
-                        const at::Tensor& contour, const PixelGroupParams& params, at::Tensor& labels,
-                        at::Tensor& scores) {
+                                 const at::Tensor& contour, const PixelGroupParams& params, at::Tensor& labels,
+                                 at::Tensor& scores) {
   using acc_t = at::opmath_type<scalar_t>;
   const int64_t height = labels.size(0), width = labels.size(1), pixels = height * width;
   const int64_t channels = embedding.size(2), regions = params.kernel_region_num;
@@ -106,7 +106,8 @@ IndexSegments pixel_group_kernel(const at::Tensor& score, const at::Tensor& mask
     at::Tensor kv = at::empty({regions * channels}, embedding.options().dtype(c10::CppTypeToScalarType<acc_t>::value));
     label_means<scalar_t, acc_t, acc_t>(embedding, channels, kernels, regions, kv.mutable_data_ptr<acc_t>());
     grid_flood::Lists lists = grid_flood::make_lists(contour.ne(0).logical_and_(labels.gt(0)).view({pixels}));
-    const grid_flood::Grid grid{static_cast<int32_t>(height), static_cast<int32_t>(width), {0, 0, -1, 1}, {-1, 1, 0, 0}};
+    const grid_flood::Grid grid{
+        static_cast<int32_t>(height), static_cast<int32_t>(width), {0, 0, -1, 1}, {-1, 1, 0, 0}};
     const grid_flood::Buffers buffers{labels.mutable_data_ptr<int32_t>(), lists.claims()};
     const acc_t threshold = static_cast<acc_t>(params.distance_threshold);
     pixel_group_flood_kernel<scalar_t, acc_t><<<1, kThreads, 0, c10::cuda::getCurrentCUDAStream()>>>(
@@ -137,9 +138,8 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> pixel_group_cuda(const at::Tensor
   const at::Tensor s = score.contiguous(), e = embedding.contiguous();
   const at::Tensor m = mask.contiguous().view(at::kByte), c = kernel_contour.contiguous().view(at::kByte);
   IndexSegments grown;
-  AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, score.scalar_type(), "pixel_group_cuda", [&] {
-    grown = pixel_group_kernel<scalar_t>(s, m, e, c, params, labels, scores);
-  });
+  AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, score.scalar_type(), "pixel_group_cuda",
+                                  [&] { grown = pixel_group_kernel<scalar_t>(s, m, e, c, params, labels, scores); });
   // the pixel counts: the segment lengths of the grown labels (label 0: none)
   const at::Tensor counts = grown.offsets.slice(0, 1).sub(grown.offsets.slice(0, 0, regions));
   return {labels, scores, counts};

@@ -143,40 +143,34 @@ C10_HOST_DEVICE inline T bin_integral(const D* plane, int64_t height, int64_t wi
   return sum;
 }
 
-// f along row i at x (linear interpolation between two pixels, zero outside).
+// f along a line of the map (a row or a column): `count` pixels line[k * step]
+// interpolated linearly at t, zero outside.
 template <typename T, typename D>
-C10_HOST_DEVICE inline T row_value(const D* plane, int64_t height, int64_t width, int64_t i, T x) {
-  if (i < 0 || i >= height || !(x > T(-1)) || !(x < static_cast<T>(width))) {
+C10_HOST_DEVICE inline T line_value(const D* line, int64_t count, int64_t step, T t) {
+  if (!(t > T(-1)) || !(t < static_cast<T>(count))) {
     return T(0);
   }
-  const int64_t j = static_cast<int64_t>(floor_of(x));
-  const T t = x - static_cast<T>(j);
+  const int64_t k = static_cast<int64_t>(floor_of(t));
+  const T frac = t - static_cast<T>(k);
   T v = T(0);
-  if (j >= 0) {
-    v += (T(1) - t) * static_cast<T>(plane[i * width + j]);
+  if (k >= 0) {
+    v += (T(1) - frac) * static_cast<T>(line[k * step]);
   }
-  if (j + 1 < width) {
-    v += t * static_cast<T>(plane[i * width + j + 1]);
+  if (k + 1 < count) {
+    v += frac * static_cast<T>(line[(k + 1) * step]);
   }
   return v;
 }
 
-// f along column j at y.
+// f along row i at x, and along column j at y (zero outside the map).
+template <typename T, typename D>
+C10_HOST_DEVICE inline T row_value(const D* plane, int64_t height, int64_t width, int64_t i, T x) {
+  return (i < 0 || i >= height) ? T(0) : line_value(plane + i * width, width, int64_t(1), x);
+}
+
 template <typename T, typename D>
 C10_HOST_DEVICE inline T column_value(const D* plane, int64_t height, int64_t width, int64_t j, T y) {
-  if (j < 0 || j >= width || !(y > T(-1)) || !(y < static_cast<T>(height))) {
-    return T(0);
-  }
-  const int64_t i = static_cast<int64_t>(floor_of(y));
-  const T t = y - static_cast<T>(i);
-  T v = T(0);
-  if (i >= 0) {
-    v += (T(1) - t) * static_cast<T>(plane[i * width + j]);
-  }
-  if (i + 1 < height) {
-    v += t * static_cast<T>(plane[(i + 1) * width + j]);
-  }
-  return v;
+  return (j < 0 || j >= width) ? T(0) : line_value(plane + j, height, width, y);
 }
 
 // d out / d (x1, y1, x2, y2) of the roi (input coordinates) for one output

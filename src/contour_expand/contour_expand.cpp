@@ -5,6 +5,7 @@
 
 #include "contour_expand/contour_expand_ops.h"
 
+#include "common/autocast.h"
 #include "common/dispatch.h"
 #include "common/index_policy.h"
 
@@ -48,3 +49,5 @@ at::Tensor contour_expand(const at::Tensor& kernel_mask, const at::Tensor& inter
   m.impl("contour_expand", &contour_expand_entry<kernels::contour_expand_##device>);
 
 MMOPS_REGISTER_DEVICE_ENTRIES(MMOPS_CONTOUR_EXPAND_ENTRIES)
+// No floating arguments: autocast passes the call through unchanged.
+MMOPS_REGISTER_AUTOCAST(kDataDtype, "contour_expand")

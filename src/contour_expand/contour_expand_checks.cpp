@@ -27,16 +27,17 @@ ContourExpandParams check_contour_expand(const at::Tensor& kernel_mask, const at
               shape_of(internal_kernel_label));
   const c10::SymInt& height = kernel_mask.sym_size(1);
   const c10::SymInt& width = kernel_mask.sym_size(2);
-  TORCH_SYM_CHECK(internal_kernel_label.sym_size(0).sym_eq(height).sym_and(internal_kernel_label.sym_size(1).sym_eq(width)),
-                  op, "expected internal_kernel_label of shape [", height, ", ", width,
-                  "] (kernel_mask's H, W), but got shape ", shape_of(internal_kernel_label));
+  TORCH_SYM_CHECK(
+      internal_kernel_label.sym_size(0).sym_eq(height).sym_and(internal_kernel_label.sym_size(1).sym_eq(width)), op,
+      "expected internal_kernel_label of shape [", height, ", ", width, "] (kernel_mask's H, W), but got shape ",
+      shape_of(internal_kernel_label));
   TORCH_CHECK(internal_kernel_label.scalar_type() == at::kInt, op,
               "expected internal_kernel_label to have dtype int32, but got ", internal_kernel_label.scalar_type());
   TORCH_CHECK(internal_kernel_label.device() == kernel_mask.device(), op,
               "expected internal_kernel_label on the device of kernel_mask (", kernel_mask.device(), "), but got ",
               internal_kernel_label.device());
-  TORCH_SYM_CHECK((height * width).sym_le(kMaxLabel), op, "expected at most 2^31 - 1 pixels (H * W), but got H = ",
-                  height, ", W = ", width);
+  TORCH_SYM_CHECK((height * width).sym_le(kMaxLabel), op,
+                  "expected at most 2^31 - 1 pixels (H * W), but got H = ", height, ", W = ", width);
   TORCH_CHECK(kernel_num >= 0 && kernel_num < kMaxLabel, op, "expected kernel_num in [0, 2^31 - 2], but got ",
               kernel_num);
   return {min_kernel_area, kernel_num, progressive};

@@ -27,12 +27,9 @@ namespace {
 // Validation (as the meta kernel), the labels' values when the index policy
 // says so (CPU always), then the kernel.
 template <auto Kernel>
-std::tuple<at::Tensor, at::Tensor, at::Tensor> pixel_group_entry(const at::Tensor& score, const at::Tensor& mask,
-                                                                 const at::Tensor& embedding,
-                                                                 const at::Tensor& kernel_label,
-                                                                 const at::Tensor& kernel_contour,
-                                                                 c10::SymInt kernel_region_num,
-                                                                 double distance_threshold) {
+std::tuple<at::Tensor, at::Tensor, at::Tensor> pixel_group_entry(
+    const at::Tensor& score, const at::Tensor& mask, const at::Tensor& embedding, const at::Tensor& kernel_label,
+    const at::Tensor& kernel_contour, c10::SymInt kernel_region_num, double distance_threshold) {
   PixelGroupParams p = detail::check_pixel_group(score, mask, embedding, kernel_label, kernel_contour,
                                                  kernel_region_num, distance_threshold);
   p.kernel_region_num = kernel_region_num.guard_int(__FILE__, __LINE__);
@@ -46,8 +43,8 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> pixel_group_entry(const at::Tenso
 
 std::tuple<at::Tensor, at::Tensor, at::Tensor> pixel_group(const at::Tensor& score, const at::Tensor& mask,
                                                            const at::Tensor& embedding, const at::Tensor& kernel_label,
-                                                           const at::Tensor& kernel_contour,
-                                                           int64_t kernel_region_num, double distance_threshold) {
+                                                           const at::Tensor& kernel_contour, int64_t kernel_region_num,
+                                                           double distance_threshold) {
   static const auto op = detail::op_handle<PixelGroupFn>("mmops::pixel_group");
   return op.call(score, mask, embedding, kernel_label, kernel_contour, c10::SymInt(kernel_region_num),
                  distance_threshold);
@@ -55,8 +52,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> pixel_group(const at::Tensor& sco
 
 } // namespace mmops
 
-#define MMOPS_PIXEL_GROUP_ENTRIES(m, device) \
-  m.impl("pixel_group", &pixel_group_entry<kernels::pixel_group_##device>);
+#define MMOPS_PIXEL_GROUP_ENTRIES(m, device) m.impl("pixel_group", &pixel_group_entry<kernels::pixel_group_##device>);
 
 MMOPS_REGISTER_DEVICE_ENTRIES(MMOPS_PIXEL_GROUP_ENTRIES)
 MMOPS_REGISTER_AUTOCAST(kDataDtype, "pixel_group")

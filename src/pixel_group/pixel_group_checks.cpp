@@ -45,8 +45,8 @@ PixelGroupParams check_pixel_group(const at::Tensor& score, const at::Tensor& ma
               score.scalar_type());
   const c10::SymInt& height = score.sym_size(0);
   const c10::SymInt& width = score.sym_size(1);
-  TORCH_SYM_CHECK((height * width).sym_le(kMaxInt), kOp, "expected at most 2^31 - 1 pixels (H * W), but got H = ",
-                  height, ", W = ", width);
+  TORCH_SYM_CHECK((height * width).sym_le(kMaxInt), kOp,
+                  "expected at most 2^31 - 1 pixels (H * W), but got H = ", height, ", W = ", width);
   check_byte_map("mask", mask, score);
   TORCH_CHECK(embedding.dim() == 3, kOp, "expected embedding to be a 3-D tensor [H, W, C], but got shape ",
               shape_of(embedding));
@@ -55,8 +55,8 @@ PixelGroupParams check_pixel_group(const at::Tensor& score, const at::Tensor& ma
                   shape_of(embedding));
   TORCH_CHECK(embedding.scalar_type() == score.scalar_type(), kOp, "expected embedding to have score's dtype (",
               score.scalar_type(), "), but got ", embedding.scalar_type());
-  TORCH_CHECK(embedding.device() == score.device(), kOp, "expected embedding on the device of score (",
-              score.device(), "), but got ", embedding.device());
+  TORCH_CHECK(embedding.device() == score.device(), kOp, "expected embedding on the device of score (", score.device(),
+              "), but got ", embedding.device());
   check_map("kernel_label", kernel_label, score);
   TORCH_CHECK(kernel_label.scalar_type() == at::kInt, kOp, "expected kernel_label to have dtype int32, but got ",
               kernel_label.scalar_type());

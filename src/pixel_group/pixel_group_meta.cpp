@@ -9,12 +9,9 @@
 namespace mmops {
 namespace {
 
-std::tuple<at::Tensor, at::Tensor, at::Tensor> pixel_group_meta(const at::Tensor& score, const at::Tensor& mask,
-                                                                const at::Tensor& embedding,
-                                                                const at::Tensor& kernel_label,
-                                                                const at::Tensor& kernel_contour,
-                                                                c10::SymInt kernel_region_num,
-                                                                double distance_threshold) {
+std::tuple<at::Tensor, at::Tensor, at::Tensor> pixel_group_meta(
+    const at::Tensor& score, const at::Tensor& mask, const at::Tensor& embedding, const at::Tensor& kernel_label,
+    const at::Tensor& kernel_contour, c10::SymInt kernel_region_num, double distance_threshold) {
   detail::check_pixel_group(score, mask, embedding, kernel_label, kernel_contour, kernel_region_num,
                             distance_threshold);
   return {at::empty_symint(score.sym_sizes(), kernel_label.options().dtype(at::kInt)),

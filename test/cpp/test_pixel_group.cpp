@@ -64,10 +64,12 @@ TEST(PixelGroup, EmptyMaps) {
 
 TEST(PixelGroup, BadArgumentsRaiseClearErrors) {
   const Inputs in = mmcv_inputs();
-  EXPECT_ERROR_MENTIONS(mmops::pixel_group(in.score, in.mask, in.embedding.to(at::kDouble), in.label, in.contour, 3, 0.8),
-                        "expected embedding to have score's dtype (Float), but got Double");
-  EXPECT_ERROR_MENTIONS(mmops::pixel_group(in.score, in.mask.to(at::kFloat), in.embedding, in.label, in.contour, 3, 0.8),
-                        "expected mask to have dtype bool or uint8, but got Float");
+  EXPECT_ERROR_MENTIONS(
+      mmops::pixel_group(in.score, in.mask, in.embedding.to(at::kDouble), in.label, in.contour, 3, 0.8),
+      "expected embedding to have score's dtype (Float), but got Double");
+  EXPECT_ERROR_MENTIONS(
+      mmops::pixel_group(in.score, in.mask.to(at::kFloat), in.embedding, in.label, in.contour, 3, 0.8),
+      "expected mask to have dtype bool or uint8, but got Float");
   EXPECT_ERROR_MENTIONS(mmops::pixel_group(in.score, in.mask, in.embedding, in.label, in.contour, 2, 0.8),
                         "expected every value of kernel_label in [0, kernel_region_num) = [0, 2)");
   EXPECT_ERROR_MENTIONS(mmops::pixel_group(in.score, in.mask, in.embedding, in.label, in.contour, 3, NAN),
@@ -86,18 +88,18 @@ TEST(PixelGroup, CudaMatchesCpu) {
   label.masked_fill_(at::rand({64, 80}).ge(0.15), 0);
   const at::Tensor contour = at::rand({64, 80}).lt(0.6).to(at::kByte);
   const auto cpu = mmops::pixel_group(score, mask, embedding, label, contour, 9, 0.4);
-  const auto gpu = mmops::pixel_group(score.cuda(), mask.cuda(), embedding.cuda(), label.cuda(), contour.cuda(), 9, 0.4);
+  const auto gpu =
+      mmops::pixel_group(score.cuda(), mask.cuda(), embedding.cuda(), label.cuda(), contour.cuda(), 9, 0.4);
   EXPECT_TRUE(at::equal(std::get<0>(gpu).cpu(), std::get<0>(cpu)));
   EXPECT_TRUE(at::equal(std::get<1>(gpu).cpu(), std::get<1>(cpu)));
   EXPECT_TRUE(at::equal(std::get<2>(gpu).cpu(), std::get<2>(cpu)));
 }
 
-const mmops_test::CppApiEntry pixel_group_api{
-    "mmops::pixel_group", [](const mmops_test::ApiArgs& a) {
-      const auto [labels, scores, counts] = mmops::pixel_group(a[0].toTensor(), a[1].toTensor(), a[2].toTensor(),
-                                                               a[3].toTensor(), a[4].toTensor(), a[5].toInt(),
-                                                               a[6].toDouble());
-      return mmops_test::ApiOutputs{labels, scores, counts};
-    }};
+const mmops_test::CppApiEntry pixel_group_api{"mmops::pixel_group", [](const mmops_test::ApiArgs& a) {
+                                                const auto [labels, scores, counts] = mmops::pixel_group(
+                                                    a[0].toTensor(), a[1].toTensor(), a[2].toTensor(), a[3].toTensor(),
+                                                    a[4].toTensor(), a[5].toInt(), a[6].toDouble());
+                                                return mmops_test::ApiOutputs{labels, scores, counts};
+                                              }};
 
 } // namespace

@@ -86,7 +86,7 @@ TEST(PSRoI, ErrorsNameTheArgument) {
   EXPECT_ERROR_MENTIONS(mmops::ps_roi_pool(input, rois.slice(1, 0, 4), {2, 2}), "rois");
   EXPECT_ERROR_MENTIONS(mmops::ps_roi_align(input, rois.to(at::kDouble), {2, 2}), "dtype of input");
   EXPECT_ERROR_MENTIONS(mmops::ps_roi_pool(input, rois, {0, 2}), "output_size");
-  EXPECT_ERROR_MENTIONS(mmops::ps_roi_pool(input, rois, {2, 3}, 1.0), "multiple of output_size");
+  EXPECT_ERROR_MENTIONS(mmops::ps_roi_pool(input, rois, {2, 5}, 1.0), "multiple of output_size");
   EXPECT_ERROR_MENTIONS(mmops::ps_roi_align(input, rois, {2, 2}, -1.0), "spatial_scale");
   EXPECT_ERROR_MENTIONS(mmops::ps_roi_align(input, rois, {2, 2}, 1.0, 600), "sampling_ratio");
   at::Tensor bad = rois.clone();
