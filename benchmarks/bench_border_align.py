@@ -36,8 +36,8 @@ from border_align_reference import (
 
 DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
 BOXES = ("detector", "random")
-# tolerance of the checks (relative to the largest value; float32: the points are walked
-# in float32, ~1e-5 of a cell apart from float64 on these maps)
+# tolerance of the checks (relative to the largest value; the reference walks the same points
+# in the op's precision, then samples in float64)
 TOL = {"fp32": 1e-4, "fp16": 2e-2, "bf16": 6e-2}
 
 
@@ -63,7 +63,10 @@ class Composite:
     """border_align as grid_sample + mask + max, the points computed once (constructor)."""
 
     def __init__(self, boxes, height, width, pool_size, dtype):
-        xs, ys = border_points(boxes.double(), pool_size)  # [N, 4, K, P + 1]
+        # the points walked as the op walks them: in the boxes' dtype, float32 for 16-bit boxes
+        # (a walk that ends a rounding past the map's edge samples 0, as in mmcv)
+        walk_dtype = torch.float32 if boxes.dtype in (torch.float16, torch.bfloat16) else boxes.dtype
+        xs, ys = (p.double() for p in border_points(boxes.to(walk_dtype), pool_size))  # [N, 4, K, P + 1]
         n, _, k, points = xs.shape
         self.shape = (n, k, points)
         inside = (xs >= -1) & (xs <= width) & (ys >= -1) & (ys <= height)

@@ -8,7 +8,8 @@ entry: the ADE20K / Cityscapes heads at 1/8 resolution) and a local 9x9 mask
 (mostly zeros: the case where the output write dominates); "collect" and
 "distribute". CUDA: 4 x 64x64 (whole map, 67 M output values) and 4 x 64x64 with
 a 9x9 mask, 2 x 97x97 whole map; CPU: 1 x 24x24. Every configuration is first
-checked against the float64 loop reference of the tests on a slice (exact), then
+checked against the composite, and the CPU sizes also against the float64 loop
+reference of the tests (exact), then
 forward and forward+backward (torch.autograd.grad with a fixed output gradient)
 are timed.
 """
@@ -39,6 +40,9 @@ class Case:
 
 CUDA_CASES = [Case("whole_64", 4, 64, 64, 0), Case("local9_64", 4, 64, 64, 9), Case("whole_97", 2, 97, 97, 0)]
 CPU_CASES = [Case("whole_24", 1, 24, 24, 0), Case("local9_24", 1, 24, 24, 9)]
+# The Python loop reference visits every (pixel, mask entry) pair: 24x24 maps take seconds, the
+# CUDA cases' 64x64 maps with whole-map masks hours. Those are checked against the composite only.
+LOOP_REFERENCE_PLANE = 24 * 24
 
 
 def mask_size(case):
@@ -96,19 +100,15 @@ def bench_psa(case, dtype_name, psa_type, run, timer, problems):
         row.check = "ERROR"
         problems.append(f"{name}: mmops raised {type(exc).__name__}: {exc}")
         return row
-    # the loop reference on the first image (images do not mix)
-    ref = psa_mask_ref(x.detach()[:1].cpu(), psa_type, ms)
     (base_grad,) = torch.autograd.grad(base(x), x, go)
-    errs = [
-        rel_err(out[:1].cpu(), ref),
-        rel_err(base(x.detach()).cpu(), out.cpu()),
-        rel_err(grad.cpu(), base_grad.cpu()),
-    ]
+    errs = [rel_err(base(x.detach()).cpu(), out.cpu()), rel_err(grad.cpu(), base_grad.cpu())]
+    if plane <= LOOP_REFERENCE_PLANE:  # the loop reference on the first image (images do not mix)
+        errs.insert(0, rel_err(out[:1].cpu(), psa_mask_ref(x.detach()[:1].cpu(), psa_type, ms)))
     row.check = "/".join(f"{e:.0e}" for e in errs)
     if any(e != 0 for e in errs):
         row.check += " !"
-        problems.append(f"{name}: rel err out/composite/grad {row.check} (all must be exact)")
-    del out, grad, ref, base_grad
+        problems.append(f"{name}: rel err [out/]composite/grad {row.check} (all must be exact)")
+    del out, grad, base_grad
     with torch.no_grad():
         row.mm_fwd = timer(lambda: mm(x))
         row.base_fwd = timer(lambda: base(x))
@@ -131,7 +131,7 @@ def main() -> int:
         bench=bench_psa,
         labels=("op", "shape", "dtype", "type"),
         baseline="indexed copy",
-        check="rel err out/composite/grad",
+        check="rel err [loop ref/]composite/grad",
         with_torchvision=False,
     )
 

@@ -19,32 +19,25 @@ namespace prroi_pool_math {
 using host_device_math::ceil_of;
 using host_device_math::floor_of;
 
-// The antiderivative of tent with T(-inf) = 0: 0, (u+1)^2/2, 1 - (1-u)^2/2, 1.
-template <typename T>
-C10_HOST_DEVICE inline T tent_antiderivative(T u) {
-  if (u <= T(-1)) {
-    return T(0);
-  }
-  if (u <= T(0)) {
-    return T(0.5) * (u + T(1)) * (u + T(1));
-  }
-  if (u < T(1)) {
-    return T(1) - T(0.5) * (T(1) - u) * (T(1) - u);
-  }
-  return T(1);
-}
-
-template <typename T>
-C10_HOST_DEVICE inline T tent(T u) {
-  const T a = u < T(0) ? -u : u;
-  return a < T(1) ? T(1) - a : T(0);
-}
-
-// integral over [lo, hi] of tent(t - i) dt.
+// integral over [lo, hi] of tent(t - i) dt. tent is linear on [-1, 0] and
+// [0, 1], so each piece's integral is its length times tent at its midpoint.
+// Unlike a difference of two antiderivative values, this keeps the weight of
+// a short interval accurate to rounding (a small bin's weight is divided by
+// its small area).
 template <typename T>
 C10_HOST_DEVICE inline T axis_weight(T lo, T hi, int64_t i) {
   const T c = static_cast<T>(i);
-  return tent_antiderivative(hi - c) - tent_antiderivative(lo - c);
+  const T a = lo - c, b = hi - c; // in the tent's own coordinate
+  T w = T(0);
+  const T l1 = a > T(-1) ? a : T(-1), r1 = b < T(0) ? b : T(0); // rising piece, tent = 1 + t
+  if (r1 > l1) {
+    w += (r1 - l1) * ((l1 + T(1)) + (r1 + T(1))) * T(0.5);
+  }
+  const T l2 = a > T(0) ? a : T(0), r2 = b < T(1) ? b : T(1); // falling piece, tent = 1 - t
+  if (r2 > l2) {
+    w += (r2 - l2) * ((T(1) - l2) + (T(1) - r2)) * T(0.5);
+  }
+  return w;
 }
 
 // The pixels [first, last] of an axis of `size` pixels whose tent (i - 1,

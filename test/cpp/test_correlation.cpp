@@ -131,8 +131,12 @@ TEST(Correlation, CudaMatchesCpu) {
   const at::Tensor x1 = at::randn({2, 16, 12, 40}), x2 = at::randn({2, 16, 12, 40});
   for (const Options& o : kOptions) {
     for (auto dtype : {at::kFloat, at::kDouble, at::kHalf, at::kBFloat16}) {
-      const at::Tensor ac = x1.to(dtype).cuda().requires_grad_(true), bc = x2.to(dtype).cuda().requires_grad_(true);
-      const at::Tensor ah = x1.to(dtype).requires_grad_(true), bh = x2.to(dtype).requires_grad_(true);
+      // fresh leaves: x.to(kFloat) would be x itself, and a later dtype's copy of it a non-leaf
+      const auto leaf = [&](const at::Tensor& x, bool cuda) {
+        const at::Tensor t = x.to(dtype).clone();
+        return (cuda ? t.cuda() : t).requires_grad_(true);
+      };
+      const at::Tensor ac = leaf(x1, true), bc = leaf(x2, true), ah = leaf(x1, false), bh = leaf(x2, false);
       const at::Tensor oc = call(ac, bc, o), oh = call(ah, bh, o);
       EXPECT_TRUE(at::equal(oc.cpu(), oh)) << dtype; // the same sums in the same order
       const at::Tensor go = at::randn(oh.sizes()).to(dtype);

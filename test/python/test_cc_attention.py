@@ -411,6 +411,8 @@ def test_cuda_matches_cpu_float64(dtype):
         exp, gt_exp, gf_exp = grads_of(ca_weight, t.double(), f.double(), go.double())
         scale = c**0.5  # sums of c products
         tol = _tols(dtype) if dtype in (torch.float32, torch.float64) else dict(rtol=2e-2, atol=2e-2 * scale)
+        if dtype == torch.float32:  # float sums of up to max(c, h + w - 1) terms: rounding grows like its root
+            tol = dict(rtol=1e-5, atol=1e-5 * max(1.0, (max(c, h + w - 1) / 16) ** 0.5))
         torch.testing.assert_close(out.cpu().double(), exp, **tol)
         torch.testing.assert_close(gt.cpu().double(), gt_exp, **tol)
         torch.testing.assert_close(gf.cpu().double(), gf_exp, **tol)

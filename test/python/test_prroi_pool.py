@@ -63,7 +63,10 @@ def _cuda_tol(dtype, what, expected, sample):
     if dtype == torch.float64:
         return dict(rtol=1e-10, atol=1e-10)
     if dtype == torch.float32:
-        return dict(rtol=1e-4, atol=1e-4) if what == "grad rois" else dict(rtol=1e-5, atol=1e-5)
+        if what == "grad rois":
+            return dict(rtol=1e-4, atol=1e-4)
+        # an input pixel sums the shares of every bin over it: float rounding of values up to ~10
+        return dict(rtol=1e-5, atol=1e-5 * max(1.0, expected.abs().max().item()))
     return dict(rtol=2e-2, atol=2e-2) if what == "grad rois" else TOL[dtype]
 
 
