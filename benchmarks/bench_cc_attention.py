@@ -109,56 +109,59 @@ def bench_cc(case, dtype_name, op, run, timer, problems):
     row = FwdBwdRow((op, shape, dtype_name))
     name = f"cc_attention/{case.name}/{op}/{dtype_name}"
     index = column_index(n, h, w, device)
-    try:
-        if op == "module":
-            torch.manual_seed(0)
-            module = mmops.CrissCrossAttention(c)
-            with torch.no_grad():
-                module.gamma.scale.fill_(0.5)
-            module = module.to(device=device, dtype=dtype)
-            x = torch.randn(n, c, h, w, generator=torch.Generator().manual_seed(1)).to(device=device, dtype=dtype)
-            go = torch.randn(n, c, h, w, generator=torch.Generator().manual_seed(2)).to(device=device, dtype=dtype)
-            mask = torch.diag(torch.full((h,), float("-inf"), device=device, dtype=dtype))
-            leaves = [x.requires_grad_(True), *module.parameters()]
+    # the checks in full float32 (no TF32 convolutions: the reference convolves one image, the
+    # op the batch, and cuDNN may pick other algorithms for each); timed below with the defaults
+    with torch.backends.cudnn.flags(enabled=torch.backends.cudnn.enabled, allow_tf32=False):
+        try:
+            if op == "module":
+                torch.manual_seed(0)
+                module = mmops.CrissCrossAttention(c)
+                with torch.no_grad():
+                    module.gamma.scale.fill_(0.5)
+                module = module.to(device=device, dtype=dtype)
+                x = torch.randn(n, c, h, w, generator=torch.Generator().manual_seed(1)).to(device=device, dtype=dtype)
+                go = torch.randn(n, c, h, w, generator=torch.Generator().manual_seed(2)).to(device=device, dtype=dtype)
+                mask = torch.diag(torch.full((h,), float("-inf"), device=device, dtype=dtype))
+                leaves = [x.requires_grad_(True), *module.parameters()]
 
-            def mm():
-                return module(x)
+                def mm():
+                    return module(x)
 
-            def base():
-                return composite_module(module, x, mask)
+                def base():
+                    return composite_module(module, x, mask)
 
-            with torch.no_grad():
-                ref = criss_cross_attention_mmcv2(x.detach()[:1], module.state_dict())
-        else:
-            a, b, go = _inputs(case, op, dtype, device)
-            leaves = [a.requires_grad_(True), b.requires_grad_(True)]
-            op_fn = torch.ops.mmops.ca_weight if op == "ca_weight" else torch.ops.mmops.ca_map
-            comp = composite_ca_weight if op == "ca_weight" else composite_ca_map
+                with torch.no_grad():
+                    ref = criss_cross_attention_mmcv2(x.detach()[:1], module.state_dict())
+            else:
+                a, b, go = _inputs(case, op, dtype, device)
+                leaves = [a.requires_grad_(True), b.requires_grad_(True)]
+                op_fn = torch.ops.mmops.ca_weight if op == "ca_weight" else torch.ops.mmops.ca_map
+                comp = composite_ca_weight if op == "ca_weight" else composite_ca_map
 
-            def mm():
-                return op_fn(a, b)
+                def mm():
+                    return op_fn(a, b)
 
-            def base():
-                return comp(a, b, index)
+                def base():
+                    return comp(a, b, index)
 
-            with torch.no_grad():
-                ref_fn = ca_weight_ref if op == "ca_weight" else ca_map_ref
-                ref = ref_fn(a.detach()[:1], b.detach()[:1])
-        out = mm()
-        grads = torch.autograd.grad(out, leaves, go)
-    except Exception as exc:
-        row.check = "ERROR"
-        problems.append(f"{name}: mmops raised {type(exc).__name__}: {exc}")
-        return row
-    base_out = base()
-    base_grads = torch.autograd.grad(base_out, leaves, go)
-    pairs = [("reference", out[:1], ref), ("composite", out, base_out)]
-    # The key bias adds a per-pixel constant to the energies, which the softmax cancels: its
-    # gradient is zero up to rounding on both sides, so a relative error of it means nothing.
-    checked = [i for i, leaf in enumerate(leaves) if op != "module" or leaf is not module.key_conv.bias]
-    pairs += [(f"grad {i}", grads[i], base_grads[i]) for i in checked]
-    row.check = _check(name, pairs, TOL[dtype], problems)
-    del out, grads, base_out, base_grads, ref
+                with torch.no_grad():
+                    ref_fn = ca_weight_ref if op == "ca_weight" else ca_map_ref
+                    ref = ref_fn(a.detach()[:1], b.detach()[:1])
+            out = mm()
+            grads = torch.autograd.grad(out, leaves, go)
+        except Exception as exc:
+            row.check = "ERROR"
+            problems.append(f"{name}: mmops raised {type(exc).__name__}: {exc}")
+            return row
+        base_out = base()
+        base_grads = torch.autograd.grad(base_out, leaves, go)
+        pairs = [("reference", out[:1], ref), ("composite", out, base_out)]
+        # The key bias adds a per-pixel constant to the energies, which the softmax cancels: its
+        # gradient is zero up to rounding on both sides, so a relative error of it means nothing.
+        checked = [i for i, leaf in enumerate(leaves) if op != "module" or leaf is not module.key_conv.bias]
+        pairs += [(f"grad {i}", grads[i], base_grads[i]) for i in checked]
+        row.check = _check(name, pairs, TOL[dtype], problems)
+        del out, grads, base_out, base_grads, ref
     with torch.no_grad():
         row.mm_fwd = timer(mm)
         row.base_fwd = timer(base)

@@ -126,7 +126,9 @@ def bench_prroi_pool(case, rois_kind, dtype_name, run, timer, problems):
     ref = composite_prroi_pool(xr, rr, (size, size), scale)
     ref_gx, ref_gr = torch.autograd.grad(ref, (xr, rr), go.double())
     errs = rel_err(out, ref), rel_err(gx, ref_gx), rel_err(gr[:, 1:], ref_gr[:, 1:])
-    tol = (1e-5, 1e-5, 1e-3) if dtype == torch.float32 else (2e-2, 2e-2, 1e-1)
+    # float32: bin edges are rounded to float32 (~1e-5 px on these maps), and a bin a fraction
+    # of a pixel wide turns that into ~1e-4 of its mean
+    tol = (1e-4, 1e-4, 1e-3) if dtype == torch.float32 else (2e-2, 2e-2, 1e-1)
     row.check = f"{errs[0]:.0e}/{errs[1]:.0e}/{errs[2]:.0e}"
     if any(e > t for e, t in zip(errs, tol)):
         row.check += " !"
