@@ -11,8 +11,10 @@
 // (as mmcv: u and v are the bin's lower edge in parameter space, not its
 // middle), offset = 0.5 when aligned. The bin is an axis-aligned rectangle
 // bin_h x bin_w around c, with roi_w = max(|top.x0 - top.x3|, |bottom.x0 -
-// bottom.x3|), roi_h likewise in y (each clamped to >= 1 when not aligned),
-// bin_w = roi_w / PW, bin_h = roi_h / PH. It averages grid_h x grid_w samples
+// bottom.x3|) and roi_h = max(|top.y0 - top.y3|, |bottom.y0 - bottom.y3|): the
+// vertical distance between each curve's ends, not between the curves (mmcv's
+// and AdelaiDet's rule: a horizontal text line has roi_h = 0); each clamped to
+// >= 1 when not aligned; bin_w = roi_w / PW, bin_h = roi_h / PH. It averages grid_h x grid_w samples
 // at the centres of a regular sub-grid (sampling_ratio > 0 fixes the grid,
 // otherwise ceil(bin size), capped at roi_bilinear::kMaxAdaptiveGrid), sampled
 // with mmcv's border-clamped bilinear rule (common/roi_bilinear.h): a sample

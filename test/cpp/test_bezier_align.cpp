@@ -93,7 +93,8 @@ at::Tensor text_rois(int64_t k, int64_t batch, int64_t h, int64_t w) {
     const double len = (0.2 + 0.6 * a[i][0]) * w, height = (0.1 + 0.2 * a[i][1]) * h;
     const double x0 = a[i][2] * (w - len), y0 = a[i][3] * (h - height), bend = (a[i][4] - 0.5) * height;
     const double xs[4] = {x0, x0 + len / 3, x0 + 2 * len / 3, x0 + len};
-    const double ys[4] = {y0, y0 + bend, y0 + bend, y0};
+    const double slant = (a[i][4] - 0.3) * height; // roi_h (the ends' vertical distance) > 0
+    const double ys[4] = {y0, y0 + bend + slant / 3, y0 + bend + 2 * slant / 3, y0 + slant};
     values.push_back(static_cast<double>(i % batch));
     for (int j = 0; j < 4; ++j) {
       values.push_back(xs[j]);
@@ -142,14 +143,15 @@ TEST(BezierAlign, MmcvKnownVectors) {
 TEST(BezierAlign, StraightLineIsHalfBinShiftedRoiAlign) {
   at::manual_seed(3);
   const at::Tensor x = at::randn({1, 2, 10, 12}, at::kDouble);
-  // box (2, 1) - (9, 7), bins 7 / 4 wide, 6 / 3 high: roi_align of the box moved by half a bin
+  // box (2, 1) - (9, 7), bins 7 / 4 wide, 6 / 3 high, one sample per bin: roi_align of the box
+  // moved by half a bin
   const at::Tensor rois = at::tensor(
       {0., 2., 1., 2. + 7. / 3, 1., 2. + 14. / 3, 1., 9., 1., 9., 7., 2. + 14. / 3, 7., 2. + 7. / 3, 7., 2., 7.},
       at::kDouble)
                               .view({1, 17});
   const at::Tensor box = at::tensor({0., 2. - 7. / 8, 0., 9. - 7. / 8, 6.}, at::kDouble).view({1, 5});
-  EXPECT_TRUE(at::allclose(mmops::bezier_align(x, rois, {3, 4}, 1.0, 2, true),
-                           mmops::roi_align(x, box, {3, 4}, 1.0, 2, "avg", true), 1e-12, 1e-12));
+  EXPECT_TRUE(at::allclose(mmops::bezier_align(x, rois, {3, 4}, 1.0, 1, true),
+                           mmops::roi_align(x, box, {3, 4}, 1.0, 1, "avg", true), 1e-12, 1e-12));
 }
 
 TEST(BezierAlign, FiniteDifferences) {

@@ -167,17 +167,20 @@ def bezier_align_composite(input, rois, output_size, spatial_scale=1.0, sampling
 
 
 def text_rois(k, batch, h, w, generator, dtype=torch.float64, spatial_scale=1.0):
-    """Curved text lines: a left-to-right arc of random length, height and bend; the bottom
-    curve is the top one shifted down by the line height (stored right to left), in image
-    coordinates (feature coordinates / spatial_scale)."""
+    """Curved text lines: a left-to-right arc of random length, height, bend and slant; the
+    bottom curve is the top one shifted down by the line height (stored right to left), in
+    image coordinates (feature coordinates / spatial_scale); the maps' rois may pass the
+    bottom edge by up to a quarter of the height."""
     rnd = lambda *s: torch.rand(*s, generator=generator, dtype=torch.float64)  # noqa: E731
     length = (0.15 + 0.6 * rnd(k)) * w
     height = (0.05 + 0.2 * rnd(k)) * h
     x0 = rnd(k) * (w - length)
     y0 = rnd(k) * (h - height)
     bend = (rnd(k) - 0.5) * height * 2
+    slant = (rnd(k) - 0.5) * height  # the right end higher or lower: roi_h > 0 (see bezier_align.md)
     xs = x0[:, None] + length[:, None] * torch.tensor([0.0, 1 / 3, 2 / 3, 1.0], dtype=torch.float64)
     ys = y0[:, None] + bend[:, None] * torch.tensor([0.0, 1.0, 1.0, 0.0], dtype=torch.float64)
+    ys = ys + slant[:, None] * torch.tensor([0.0, 1 / 3, 2 / 3, 1.0], dtype=torch.float64)
     top = torch.stack([xs, ys], -1)  # [K, 4, 2]
     bottom = torch.stack([xs, ys + height[:, None]], -1).flip(1)
     idx = torch.randint(0, batch, (k, 1), generator=generator).to(torch.float64)
