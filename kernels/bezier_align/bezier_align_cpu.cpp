@@ -164,7 +164,8 @@ void backward_kernel(const at::Tensor& grad_output, const at::Tensor& rois, acc_
 
 } // namespace
 
-at::Tensor bezier_align_forward_cpu(const at::Tensor& input_, const at::Tensor& rois_, const BezierAlignParams& params) {
+at::Tensor bezier_align_forward_cpu(const at::Tensor& input_, const at::Tensor& rois_,
+                                    const BezierAlignParams& params) {
   // Channels-last: a sample's taps are then contiguous runs of channels.
   const at::Tensor input = input_.contiguous(at::MemoryFormat::ChannelsLast);
   const at::Tensor rois = rois_.contiguous();

@@ -55,16 +55,16 @@ struct Item {
 };
 
 template <typename scalar_t, typename acc_t>
-__device__ inline Item<acc_t> item_of(int64_t index, const scalar_t* __restrict__ rois, int64_t batch,
-                                      int64_t channels, const BezierAlignParams& p) {
+__device__ inline Item<acc_t> item_of(int64_t index, const scalar_t* __restrict__ rois, int64_t batch, int64_t channels,
+                                      const BezierAlignParams& p) {
   Item<acc_t> it;
   it.pw = index % p.pooled_width;
   it.ph = (index / p.pooled_width) % p.pooled_height;
   it.c = (index / (p.pooled_width * p.pooled_height)) % channels;
   it.k = index / (p.pooled_width * p.pooled_height * channels);
   const scalar_t* roi = rois + it.k * kRoiColumns;
-  it.roi = make_bezier_roi<acc_t>(roi, static_cast<acc_t>(p.spatial_scale), p.aligned, p.pooled_height,
-                                  p.pooled_width, p.sampling_ratio);
+  it.roi = make_bezier_roi<acc_t>(roi, static_cast<acc_t>(p.spatial_scale), p.aligned, p.pooled_height, p.pooled_width,
+                                  p.sampling_ratio);
   const int64_t b = batch_index(static_cast<acc_t>(roi[0]), batch);
   it.batch = it.roi.valid && it.roi.grid_h * it.roi.grid_w > 0 ? b : -1;
   return it;
@@ -72,8 +72,8 @@ __device__ inline Item<acc_t> item_of(int64_t index, const scalar_t* __restrict_
 
 // Calls visit(corners) for each sample of the item's bin that lies in the map.
 template <typename acc_t, typename Visit>
-__device__ inline void for_each_sample(const Item<acc_t>& it, const BezierAlignParams& p, int64_t height,
-                                       int64_t width, Visit&& visit) {
+__device__ inline void for_each_sample(const Item<acc_t>& it, const BezierAlignParams& p, int64_t height, int64_t width,
+                                       Visit&& visit) {
   const BezierRoi<acc_t>& r = it.roi;
   const BinCenter<acc_t> center = bin_center(r, it.ph, it.pw, p.pooled_height, p.pooled_width);
   for (int iy = 0; iy < r.grid_h; ++iy) {
@@ -95,8 +95,7 @@ __global__ void __launch_bounds__(kThreads)
     forward_kernel(const scalar_t* __restrict__ input, // [N, C, H, W]
                    const scalar_t* __restrict__ rois,  // [K, 17]
                    scalar_t* __restrict__ output,      // [K, C, PH, PW]
-                   int64_t total, int64_t batch, int64_t channels, int64_t height, int64_t width,
-                   BezierAlignParams p) {
+                   int64_t total, int64_t batch, int64_t channels, int64_t height, int64_t width, BezierAlignParams p) {
   using acc_t = at::opmath_type<scalar_t>;
   for (int64_t index = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; index < total;
        index += int64_t(gridDim.x) * blockDim.x) {
@@ -122,8 +121,8 @@ __global__ void __launch_bounds__(kThreads)
     backward_kernel(const scalar_t* __restrict__ grad_output, // [K, C, PH, PW]
                     const scalar_t* __restrict__ rois,        // [K, 17]
                     sum_t* __restrict__ grad,                 // [N, C, H, W]
-                    int64_t total, int64_t batch, int64_t channels, int64_t height, int64_t width,
-                    BezierAlignParams p, const double* __restrict__ max_abs, double adds_bound) {
+                    int64_t total, int64_t batch, int64_t channels, int64_t height, int64_t width, BezierAlignParams p,
+                    const double* __restrict__ max_abs, double adds_bound) {
   using acc_t = at::opmath_type<scalar_t>;
   double scale = 1.0;
   if constexpr (kFixedPoint) {

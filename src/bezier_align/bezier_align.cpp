@@ -62,7 +62,7 @@ at::Tensor bezier_align(const at::Tensor& input, const at::Tensor& rois, at::Int
 
 } // namespace mmops
 
-#define MMOPS_BEZIER_ALIGN_ENTRIES(m, device)                                            \
+#define MMOPS_BEZIER_ALIGN_ENTRIES(m, device)                                          \
   m.impl("bezier_align", &bezier_align_entry<kernels::bezier_align_forward_##device>); \
   m.impl("_bezier_align_backward", &bezier_align_backward_entry<kernels::bezier_align_backward_##device>);
 

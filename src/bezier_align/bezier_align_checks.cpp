@@ -82,8 +82,9 @@ BezierAlignParams check_bezier_align_backward(const at::Tensor& grad_output, con
               "expected grad_output to have a floating point dtype, but got ", grad_output.scalar_type());
   check_rois(rois, grad_output, "grad_output");
   check_roi_grad_output(kOp, grad_output, rois);
-  TORCH_SYM_CHECK(grad_output.sym_size(1).sym_eq(input_shape[1]), kOp, "expected grad_output to have C = ",
-                  input_shape[1], " channels (input_shape ", input_shape, "), but got shape ", shape_of(grad_output));
+  TORCH_SYM_CHECK(grad_output.sym_size(1).sym_eq(input_shape[1]), kOp,
+                  "expected grad_output to have C = ", input_shape[1], " channels (input_shape ", input_shape,
+                  "), but got shape ", shape_of(grad_output));
   TORCH_SYM_CHECK(grad_output.sym_size(2).sym_gt(0).sym_and(grad_output.sym_size(3).sym_gt(0)), kOp,
                   "expected grad_output's out_h and out_w to be positive, but got shape ", shape_of(grad_output));
   BezierAlignParams p = check_options(spatial_scale, sampling_ratio, aligned);

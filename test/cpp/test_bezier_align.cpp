@@ -127,10 +127,9 @@ TEST(BezierAlign, MmcvKnownVectors) {
   const at::Tensor rois =
       at::tensor({0., 0., 0., 1., 0., 2., 0., 3., 0., 3., 3., 2., 3., 1., 3., 0., 3.}, at::kDouble).view({1, 17});
   const at::Tensor out = mmops::bezier_align(x, rois, {4, 4}, 1.0, 1, false);
-  const at::Tensor expected = at::tensor({1., 1.75, 3.5, 5.25, 2.5, 3.25, 5., 6.75, 6., 6.75, 8.5, 10.25, 9.5, 10.25,
-                                          12., 13.75},
-                                         at::kDouble)
-                                  .view({1, 1, 4, 4});
+  const at::Tensor expected =
+      at::tensor({1., 1.75, 3.5, 5.25, 2.5, 3.25, 5., 6.75, 6., 6.75, 8.5, 10.25, 9.5, 10.25, 12., 13.75}, at::kDouble)
+          .view({1, 1, 4, 4});
   EXPECT_TRUE(at::equal(out, expected));
   out.sum().backward();
   const at::Tensor grad = at::tensor({1.5625, 1.5625, 1.5625, 0.3125, 1.5625, 1.5625, 1.5625, 0.3125, 1.5625, 1.5625,
@@ -145,9 +144,9 @@ TEST(BezierAlign, StraightLineIsHalfBinShiftedRoiAlign) {
   const at::Tensor x = at::randn({1, 2, 10, 12}, at::kDouble);
   // box (2, 1) - (9, 7), bins 7 / 4 wide, 6 / 3 high, one sample per bin: roi_align of the box
   // moved by half a bin
-  const at::Tensor rois = at::tensor(
-      {0., 2., 1., 2. + 7. / 3, 1., 2. + 14. / 3, 1., 9., 1., 9., 7., 2. + 14. / 3, 7., 2. + 7. / 3, 7., 2., 7.},
-      at::kDouble)
+  const at::Tensor rois = at::tensor({0., 2., 1., 2. + 7. / 3, 1., 2. + 14. / 3, 1., 9., 1., 9., 7., 2. + 14. / 3, 7.,
+                                      2. + 7. / 3, 7., 2., 7.},
+                                     at::kDouble)
                               .view({1, 17});
   const at::Tensor box = at::tensor({0., 2. - 7. / 8, 0., 9. - 7. / 8, 6.}, at::kDouble).view({1, 5});
   EXPECT_TRUE(at::allclose(mmops::bezier_align(x, rois, {3, 4}, 1.0, 1, true),
@@ -160,8 +159,10 @@ TEST(BezierAlign, FiniteDifferences) {
   const at::Tensor rois = text_rois(3, 2, 6, 8);
   const at::Tensor weights = at::randn({3, 2, 2, 4}, at::kDouble);
   mmops_test::expect_finite_differences(
-      [&](const at::Tensor& x) { return (mmops::bezier_align(x, rois, {2, 4}, 1.0, 0, true) * weights).sum(); }, x0,
-      3);
+      [&](const at::Tensor& x) {
+        return (mmops::bezier_align(x, rois, {2, 4}, 1.0, 0, true) * weights).sum();
+      },
+      x0, 3);
 }
 
 TEST(BezierAlign, EmptyInputs) {
@@ -200,8 +201,10 @@ TEST(BezierAlign, CudaMatchesCpu) {
   const at::Tensor x0 = at::randn({2, 40, 16, 30});
   const at::Tensor rois = text_rois(20, 2, 16, 30);
   mmops_test::expect_cuda_matches_cpu(
-      [](const at::Tensor& x, const at::Tensor& r) { return mmops::bezier_align(x, r, {8, 32}, 1.0, 2, true); }, x0,
-      rois);
+      [](const at::Tensor& x, const at::Tensor& r) {
+        return mmops::bezier_align(x, r, {8, 32}, 1.0, 2, true);
+      },
+      x0, rois);
 }
 
 // The public C++ API on the calls the conformance cases recorded (test_torchscript.cpp).

@@ -62,9 +62,13 @@ def _empty(device, dtype):
     f = dict(dtype=dtype, device=device)
     rois = make_inputs(2, 3, 6, 7, 4, "text", seed=1, dtype=dtype)[1].to(device)
     return [
-        Sample((torch.randn(2, 3, 6, 7, **f), torch.zeros(0, 17, **f), [2, 3], 1.0, 2, True), out_shapes=[(0, 3, 2, 3)]),
+        Sample(
+            (torch.randn(2, 3, 6, 7, **f), torch.zeros(0, 17, **f), [2, 3], 1.0, 2, True), out_shapes=[(0, 3, 2, 3)]
+        ),
         Sample((torch.randn(2, 0, 6, 7, **f), rois, [2, 3], 1.0, 2, True), out_shapes=[(4, 0, 2, 3)]),
-        Sample((torch.randn(0, 3, 5, 5, **f), torch.zeros(0, 17, **f), [2, 3], 1.0, 0, True), out_shapes=[(0, 3, 2, 3)]),
+        Sample(
+            (torch.randn(0, 3, 5, 5, **f), torch.zeros(0, 17, **f), [2, 3], 1.0, 0, True), out_shapes=[(0, 3, 2, 3)]
+        ),
     ]
 
 
@@ -229,9 +233,7 @@ def test_matches_grid_sample_composite():
 # spatial_scale 1, sampling_ratio 1, aligned False; the output and the gradient of output.sum().
 MMCV_INPUT = [[[[1.0, 2.0, 5.0, 6.0], [3.0, 4.0, 7.0, 8.0], [9.0, 10.0, 13.0, 14.0], [11.0, 12.0, 15.0, 16.0]]]]
 MMCV_ROIS = [[0.0, 0.0, 0.0, 1, 0.0, 2.0, 0.0, 3.0, 0.0, 3.0, 3.0, 2.0, 3.0, 1.0, 3.0, 0.0, 3.0]]
-MMCV_OUTPUT = [
-    [[[1.0, 1.75, 3.5, 5.25], [2.5, 3.25, 5.0, 6.75], [6.0, 6.75, 8.5, 10.25], [9.5, 10.25, 12.0, 13.75]]]
-]
+MMCV_OUTPUT = [[[[1.0, 1.75, 3.5, 5.25], [2.5, 3.25, 5.0, 6.75], [6.0, 6.75, 8.5, 10.25], [9.5, 10.25, 12.0, 13.75]]]]
 MMCV_GRAD = [
     [
         [
@@ -599,7 +601,9 @@ def test_mmcv_bridge():
     x, rois = make_inputs(2, 3, 9, 12, 5, "text", seed=27, dtype=torch.float64)
     exp = op(x, rois, [2, 4], 0.5, 0, True)
     torch.testing.assert_close(module.BezierAlignFunction.apply(x, rois, (2, 4), 0.5), exp, rtol=0, atol=0)
-    torch.testing.assert_close(module.BezierAlignFunction.apply(x, rois, 3, 0.5, 2), op(x, rois, [3, 3], 0.5, 2), rtol=0, atol=0)
+    torch.testing.assert_close(
+        module.BezierAlignFunction.apply(x, rois, 3, 0.5, 2), op(x, rois, [3, 3], 0.5, 2), rtol=0, atol=0
+    )
     # mmcv's kernel contract: fills output, then grad_input
     out = x.new_zeros(exp.shape)
     module.ext_module.bezier_align_forward(
