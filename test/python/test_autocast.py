@@ -31,6 +31,15 @@ def boxes(n, device, seed=1):
     return torch.cat([xy, xy + torch.rand(n, 2, generator=g) * 20 + 1], 1).to(device)
 
 
+def beziers(r):
+    """[K, 17] straight-line Bezier rois along the top and bottom edges of [K, 5] rois."""
+    t = torch.tensor([0.0, 1 / 3, 2 / 3, 1.0], device=r.device)
+    xs = r[:, 1:2] + (r[:, 3:4] - r[:, 1:2]) * t
+    top = torch.stack([xs, r[:, 2:3].expand_as(xs)], -1).reshape(-1, 8)
+    bottom = torch.stack([xs, r[:, 4:5].expand_as(xs)], -1).flip(1).reshape(-1, 8)
+    return torch.cat([r[:, :1], top, bottom], 1)
+
+
 def randn(*shape, device, seed=2):
     return torch.randn(*shape, generator=torch.Generator().manual_seed(seed)).to(device)
 
@@ -55,6 +64,7 @@ def calls(device, low):
         ("roi_align", lambda x, r: ops.roi_align(x, r, [3, 3], 1.0, 2, "avg", True), (x, r), low),
         ("roi_align max", lambda x, r: ops.roi_align(x, r, [3, 3], 1.0, 2, "max", False), (x, r), low),
         ("roi_pool", lambda x, r: ops.roi_pool(x, r, [3, 3], 1.0), (x, r), low),
+        ("bezier_align", lambda x, z: ops.bezier_align(x, z, [2, 4], 1.0, 2, True), (x, beziers(r)), low),
         (
             "multi_level_roi_align",
             lambda a, c, r: ops.multi_level_roi_align([a, c], r, [2, 2], [1.0, 0.5], 2, "avg", True, 56),

@@ -65,6 +65,8 @@ SMALL_RUNS = {
     "text_grouping": ["--cases", "pixel_group", "--sizes", "160", "--instances", "10"],
     # --- border_align ---
     "border_align": ["--cases", "small", "--boxes", "detector"],
+    # --- bezier_align ---
+    "bezier_align": ["--cases", "small", "--rois", "text"],
     # --- prroi_pool ---
     "prroi_pool": ["--rois", "proposals"],
     # --- ps_roi ---

@@ -203,6 +203,7 @@ def _references():
     import test_nms as nm
     import test_nms_match as nmm
     import test_roi_pool as rp
+    from bezier_align_reference import bezier_align_ref
     from border_align_reference import border_align_ref
     from carafe_reference import carafe_reference
     from cc_attention_reference import ca_map_ref, ca_weight_ref
@@ -238,6 +239,8 @@ def _references():
         "mmops::border_align": border_align_ref,
         "mmops::corner_pool": corner_pool_ref,
         "mmops::prroi_pool": prroi_pool_ref,
+        # --- bezier_align ---
+        "mmops::bezier_align": bezier_align_ref,
         # --- ps_roi ---
         "mmops::ps_roi_align": ps_roi_align_ref,
         "mmops::ps_roi_pool": ps_roi_pool_ref,

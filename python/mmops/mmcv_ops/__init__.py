@@ -63,6 +63,8 @@ _FUNCTION_ROUTES: List[Tuple[str, str, Any]] = [
     # --- psa_mask ---
     ("mmcv.ops.psa_mask", "PSAMaskFunction", _routes.psa_mask),  # --- border_align ---
     ("mmcv.ops.border_align", "BorderAlignFunction", _routes.border_align),
+    # --- bezier_align ---
+    ("mmcv.ops.bezier_align", "BezierAlignFunction", _routes.bezier_align),
     # --- prroi_pool ---
     ("mmcv.ops.prroi_pool", "PrRoIPoolFunction", _routes.prroi_pool),
     # --- tin_shift ---

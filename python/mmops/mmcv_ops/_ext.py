@@ -521,3 +521,42 @@ def border_align_backward(
 
 
 SERVED.update({"border_align_forward": border_align_forward, "border_align_backward": border_align_backward})
+
+
+# --- bezier_align ---
+def bezier_align_forward(
+    input: torch.Tensor,
+    rois: torch.Tensor,
+    output: torch.Tensor,
+    aligned_height: int,
+    aligned_width: int,
+    spatial_scale: float,
+    sampling_ratio: int,
+    aligned: bool,
+) -> None:
+    """mmcv's kernel contract: fills output [K, C, aligned_height, aligned_width]."""
+    out = torch.ops.mmops.bezier_align(
+        input, rois, [int(aligned_height), int(aligned_width)], float(spatial_scale), int(sampling_ratio), bool(aligned)
+    )
+    output.copy_(out)
+
+
+def bezier_align_backward(
+    grad_output: torch.Tensor,
+    rois: torch.Tensor,
+    grad_input: torch.Tensor,
+    aligned_height: int,
+    aligned_width: int,
+    spatial_scale: float,
+    sampling_ratio: int,
+    aligned: bool,
+) -> None:
+    """mmcv's kernel contract: adds the gradient into grad_input [N, C, H, W] (mmcv's
+    kernel accumulates; aligned_height / aligned_width are grad_output's out_h / out_w)."""
+    grad = torch.ops.mmops._bezier_align_backward(
+        grad_output, rois, list(grad_input.shape), float(spatial_scale), int(sampling_ratio), bool(aligned)
+    )
+    grad_input.add_(grad)
+
+
+SERVED.update({"bezier_align_forward": bezier_align_forward, "bezier_align_backward": bezier_align_backward})

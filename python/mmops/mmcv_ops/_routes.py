@@ -378,6 +378,22 @@ def border_align(input: Tensor, boxes: Tensor, pool_size: Any) -> Tensor:
     return torch.ops.mmops.border_align(input, boxes, int(pool_size))
 
 
+# --- bezier_align ---
+def bezier_align(
+    input: Tensor,
+    beziers: Tensor,
+    output_size: Any,
+    spatial_scale: float = 1.0,
+    sampling_ratio: int = 0,
+    aligned: bool = True,
+) -> Tensor:
+    """mmcv's BezierAlignFunction.apply(input, beziers, output_size, spatial_scale,
+    sampling_ratio, aligned); any sampling_ratio <= 0 is adaptive, as in mmcv."""
+    return torch.ops.mmops.bezier_align(
+        input, beziers, pair(output_size), float(spatial_scale), int(sampling_ratio), bool(aligned)
+    )
+
+
 # --- prroi_pool ---
 def prroi_pool(features: Tensor, rois: Tensor, output_size: Any, spatial_scale: float) -> Tensor:
     """mmcv's PrRoIPoolFunction.apply(features, rois, output_size, spatial_scale); the
