@@ -83,7 +83,9 @@ def bench_fused_bias_leakyrelu(case, dtype_name, run, timer, problems):
     ex, eb = torch.autograd.grad(exp, (xd, bd), go.double())
     errs = [rel_err(out.double(), exp), rel_err(gx.double(), ex), rel_err(gb.double(), eb)]
     if not run.cuda:
-        errs.append(rel_err(out.double().cpu(), fused_bias_leakyrelu_ref(x.detach().cpu(), b.detach().cpu(), 0.2, SQRT2)))
+        errs.append(
+            rel_err(out.double().cpu(), fused_bias_leakyrelu_ref(x.detach().cpu(), b.detach().cpu(), 0.2, SQRT2))
+        )
     row.check = "/".join(f"{e:.0e}" for e in errs)
     if any(e > TOL[dtype_name] for e in errs):
         row.check += " !"

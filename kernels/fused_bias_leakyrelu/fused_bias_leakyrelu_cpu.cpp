@@ -30,28 +30,27 @@ at::Tensor fused_bias_leakyrelu_forward_cpu(const at::Tensor& input_, const at::
   if (output.numel() == 0) {
     return output;
   }
-  AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, input.scalar_type(), "mmops::fused_bias_leakyrelu (CPU)",
-                                  [&] {
-                                    using acc_t = at::opmath_type<scalar_t>;
-                                    const scalar_t* in = input.const_data_ptr<scalar_t>();
-                                    const scalar_t* b = bias.const_data_ptr<scalar_t>();
-                                    scalar_t* out = output.mutable_data_ptr<scalar_t>();
-                                    const acc_t slope = static_cast<acc_t>(p.negative_slope);
-                                    const acc_t scale = static_cast<acc_t>(p.scale);
-                                    const int64_t rows = input.numel() / p.inner;
-                                    const int64_t grain = std::max<int64_t>(1, kGrain / p.inner);
-                                    at::parallel_for(0, rows, grain, [&](int64_t begin, int64_t end) {
-                                      for (int64_t r = begin; r < end; ++r) {
-                                        const acc_t bc = static_cast<acc_t>(b[r % p.channels]);
-                                        const scalar_t* x = in + r * p.inner;
-                                        scalar_t* y = out + r * p.inner;
-                                        for (int64_t i = 0; i < p.inner; ++i) {
-                                          y[i] = static_cast<scalar_t>(
-                                              activate<acc_t>(static_cast<acc_t>(x[i]), bc, slope, scale));
-                                        }
-                                      }
-                                    });
-                                  });
+  AT_DISPATCH_FLOATING_TYPES_AND2(
+      at::kHalf, at::kBFloat16, input.scalar_type(), "mmops::fused_bias_leakyrelu (CPU)", [&] {
+        using acc_t = at::opmath_type<scalar_t>;
+        const scalar_t* in = input.const_data_ptr<scalar_t>();
+        const scalar_t* b = bias.const_data_ptr<scalar_t>();
+        scalar_t* out = output.mutable_data_ptr<scalar_t>();
+        const acc_t slope = static_cast<acc_t>(p.negative_slope);
+        const acc_t scale = static_cast<acc_t>(p.scale);
+        const int64_t rows = input.numel() / p.inner;
+        const int64_t grain = std::max<int64_t>(1, kGrain / p.inner);
+        at::parallel_for(0, rows, grain, [&](int64_t begin, int64_t end) {
+          for (int64_t r = begin; r < end; ++r) {
+            const acc_t bc = static_cast<acc_t>(b[r % p.channels]);
+            const scalar_t* x = in + r * p.inner;
+            scalar_t* y = out + r * p.inner;
+            for (int64_t i = 0; i < p.inner; ++i) {
+              y[i] = static_cast<scalar_t>(activate<acc_t>(static_cast<acc_t>(x[i]), bc, slope, scale));
+            }
+          }
+        });
+      });
   return output;
 }
 

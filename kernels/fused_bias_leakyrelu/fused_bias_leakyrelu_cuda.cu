@@ -8,8 +8,8 @@
 // channels, so the forward reads one bias per pack (cached). 32-bit indices
 // when every pack index fits, 64-bit otherwise; no atomics, deterministic.
 
-#include "fused_bias_leakyrelu/fused_bias_leakyrelu_kernels.h"
 #include "common/cuda_helpers.cuh"
+#include "fused_bias_leakyrelu/fused_bias_leakyrelu_kernels.h"
 
 #include <ATen/Dispatch.h>
 #include <ATen/OpMathType.h>
@@ -64,8 +64,8 @@ __global__ void __launch_bounds__(kThreads)
     P r;
 #pragma unroll
     for (int j = 0; j < VEC; ++j) {
-      r.v[j] = static_cast<scalar_t>(
-          gradient<acc_t>(static_cast<acc_t>(g.v[j]), static_cast<acc_t>(o.v[j]), slope, scale));
+      r.v[j] =
+          static_cast<scalar_t>(gradient<acc_t>(static_cast<acc_t>(g.v[j]), static_cast<acc_t>(o.v[j]), slope, scale));
     }
     reinterpret_cast<P*>(grad_input)[i] = r;
   }
@@ -152,8 +152,7 @@ at::Tensor fused_bias_leakyrelu_backward_cuda(const at::Tensor& grad_output_, co
           using index_t = decltype(index);
           const int64_t packs = numel / VEC;
           backward_kernel<scalar_t, acc_t, VEC, index_t><<<blocks_for(packs), kThreads, 0, stream>>>(
-              g, o, gi, static_cast<index_t>(packs), static_cast<acc_t>(p.negative_slope),
-              static_cast<acc_t>(p.scale));
+              g, o, gi, static_cast<index_t>(packs), static_cast<acc_t>(p.negative_slope), static_cast<acc_t>(p.scale));
           C10_CUDA_KERNEL_LAUNCH_CHECK();
         });
       });

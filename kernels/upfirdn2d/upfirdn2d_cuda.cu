@@ -35,7 +35,7 @@ namespace {
 using namespace upfirdn2d_math;
 
 constexpr int kThreads = 256;
-constexpr int kMaxTiledKernel = 4;               // kernel sides of the tiled path
+constexpr int kMaxTiledKernel = 4;                   // kernel sides of the tiled path
 constexpr int64_t kMaxTiledIndex = int64_t(1) << 28; // sizes and pads of the tiled path: int arithmetic
 constexpr int64_t kMaxGridZ = 65535;
 
@@ -89,8 +89,7 @@ __device__ void load_input_tile(const scalar_t* __restrict__ in_plane, int in_h,
 // One output from the shared tile: (ly0, lx0) the local input index of the
 // first tap of each axis, (ky0, kx0) that tap in the flipped kernel.
 template <typename acc_t, int UP, int IN_W>
-__device__ acc_t tile_output(const acc_t* s_in, const acc_t* s_k, int kh, int kw, int ly0, int ky0, int lx0,
-                             int kx0) {
+__device__ acc_t tile_output(const acc_t* s_in, const acc_t* s_k, int kh, int kw, int ly0, int ky0, int lx0, int kx0) {
   constexpr int kTaps = (kMaxTiledKernel + UP - 1) / UP;
   acc_t acc = 0;
 #pragma unroll
@@ -166,8 +165,8 @@ void launch_tiled(const scalar_t* in, const acc_t* k, scalar_t* out, const Upfir
                   static_cast<unsigned>(std::min<int64_t>(p.planes, kMaxGridZ)));
   upfirdn2d_tiled_kernel<scalar_t, acc_t, UP, DOWN, TILE_H, TILE_W><<<grid, kThreads, 0, stream>>>(
       in, k, out, p.planes, static_cast<int>(p.in_h), static_cast<int>(p.in_w), static_cast<int>(p.out_h),
-      static_cast<int>(p.out_w), static_cast<int>(p.kernel_h), static_cast<int>(p.kernel_w),
-      static_cast<int>(p.pad_y0), static_cast<int>(p.pad_x0));
+      static_cast<int>(p.out_w), static_cast<int>(p.kernel_h), static_cast<int>(p.kernel_w), static_cast<int>(p.pad_y0),
+      static_cast<int>(p.pad_x0));
   C10_CUDA_KERNEL_LAUNCH_CHECK();
 }
 
@@ -201,10 +200,18 @@ at::Tensor upfirdn2d_forward_cuda(const at::Tensor& input_, const at::Tensor& ke
     if (tiled_fits(p)) {
       const int code = static_cast<int>(p.up_x * 10 + p.down_x);
       switch (code) {
-        case 21: launch_tiled<scalar_t, acc_t, 2, 1>(in, k, out, p, stream); return;
-        case 12: launch_tiled<scalar_t, acc_t, 1, 2>(in, k, out, p, stream); return;
-        case 22: launch_tiled<scalar_t, acc_t, 2, 2>(in, k, out, p, stream); return;
-        default: launch_tiled<scalar_t, acc_t, 1, 1>(in, k, out, p, stream); return;
+        case 21:
+          launch_tiled<scalar_t, acc_t, 2, 1>(in, k, out, p, stream);
+          return;
+        case 12:
+          launch_tiled<scalar_t, acc_t, 1, 2>(in, k, out, p, stream);
+          return;
+        case 22:
+          launch_tiled<scalar_t, acc_t, 2, 2>(in, k, out, p, stream);
+          return;
+        default:
+          launch_tiled<scalar_t, acc_t, 1, 1>(in, k, out, p, stream);
+          return;
       }
     }
     const int64_t total = output.numel();

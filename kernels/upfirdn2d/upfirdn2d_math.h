@@ -17,8 +17,8 @@ namespace upfirdn2d_math {
 
 // Limits of the arguments (upfirdn2d_checks.cpp): with them every index below
 // fits in int64 (o * down <= 2^31 * 2^16, |pad| <= 2^40).
-constexpr int64_t kMaxFactor = int64_t(1) << 16; // up, down
-constexpr int64_t kMaxPad = int64_t(1) << 40;    // |pad|
+constexpr int64_t kMaxFactor = int64_t(1) << 16;     // up, down
+constexpr int64_t kMaxPad = int64_t(1) << 40;        // |pad|
 constexpr int64_t kMaxSide = (int64_t(1) << 31) - 1; // H, W, the padded upsampled sides
 
 template <typename index_t>

@@ -53,8 +53,8 @@ at::Tensor fused_bias_leakyrelu(const at::Tensor& input, const at::Tensor& bias,
 
 } // namespace mmops
 
-#define MMOPS_FUSED_BIAS_LEAKYRELU_ENTRIES(m, device)                                                        \
-  m.impl("fused_bias_leakyrelu", &forward_entry<kernels::fused_bias_leakyrelu_forward_##device>);           \
+#define MMOPS_FUSED_BIAS_LEAKYRELU_ENTRIES(m, device)                                             \
+  m.impl("fused_bias_leakyrelu", &forward_entry<kernels::fused_bias_leakyrelu_forward_##device>); \
   m.impl("_fused_bias_leakyrelu_backward", &backward_entry<kernels::fused_bias_leakyrelu_backward_##device>);
 
 MMOPS_REGISTER_DEVICE_ENTRIES(MMOPS_FUSED_BIAS_LEAKYRELU_ENTRIES)

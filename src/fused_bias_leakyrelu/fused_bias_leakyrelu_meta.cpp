@@ -16,8 +16,7 @@ at::Tensor fused_bias_leakyrelu_meta(const at::Tensor& input, const at::Tensor& 
   return at::empty_symint(input.sym_sizes(), input.options());
 }
 
-at::Tensor backward_meta(const at::Tensor& grad_output, const at::Tensor& output, double negative_slope,
-                         double scale) {
+at::Tensor backward_meta(const at::Tensor& grad_output, const at::Tensor& output, double negative_slope, double scale) {
   detail::check_fused_bias_leakyrelu_backward(grad_output, output, negative_slope, scale);
   return at::empty_symint(grad_output.sym_sizes(), grad_output.options());
 }

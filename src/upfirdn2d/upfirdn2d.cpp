@@ -41,8 +41,7 @@ at::Tensor upfirdn2d(const at::Tensor& input, const at::Tensor& kernel, c10::Int
 
 } // namespace mmops
 
-#define MMOPS_UPFIRDN2D_ENTRIES(m, device) \
-  m.impl("upfirdn2d", &upfirdn2d_entry<kernels::upfirdn2d_forward_##device>);
+#define MMOPS_UPFIRDN2D_ENTRIES(m, device) m.impl("upfirdn2d", &upfirdn2d_entry<kernels::upfirdn2d_forward_##device>);
 
 MMOPS_REGISTER_DEVICE_ENTRIES(MMOPS_UPFIRDN2D_ENTRIES)
 MMOPS_REGISTER_AUTOCAST(kDataDtype, "upfirdn2d")

@@ -57,8 +57,8 @@ class Upfirdn2dFunction : public torch::autograd::Function<Upfirdn2dFunction> {
     const c10::SymInt kh = kernel.sym_size(0), kw = kernel.sym_size(1);
     const c10::SymInt out_h = grad_output.sym_size(2), out_w = grad_output.sym_size(3);
     // The adjoint: pad0' = k - pad0 - 1 and pad1' such that the output is the input's size.
-    const SymInts grad_pad = {kw - pad[0] - 1, in[3] * up[0] - out_w * down[0] + pad[0] - up[0] + 1,
-                              kh - pad[2] - 1, in[2] * up[1] - out_h * down[1] + pad[2] - up[1] + 1};
+    const SymInts grad_pad = {kw - pad[0] - 1, in[3] * up[0] - out_w * down[0] + pad[0] - up[0] + 1, kh - pad[2] - 1,
+                              in[2] * up[1] - out_h * down[1] + pad[2] - up[1] + 1};
     // Through the dispatcher with autograd: differentiable again when create_graph is on.
     at::Tensor grad_input = op.call(grad_output, at::flip(kernel, {0, 1}), down, up, grad_pad);
     // Gradients for (input, kernel, up, down, pad).

@@ -43,8 +43,8 @@ Upfirdn2dParams check_upfirdn2d(const at::Tensor& input, const at::Tensor& kerne
               input.scalar_type());
   TORCH_CHECK(kernel.dim() == 2, kOp, "expected kernel to be a 2-D tensor [kernel_h, kernel_w], but got a ",
               kernel.dim(), "-D tensor of shape ", shape_of(kernel));
-  TORCH_CHECK(at::isFloatingType(kernel.scalar_type()), kOp,
-              "expected kernel to have a floating point dtype, but got ", kernel.scalar_type());
+  TORCH_CHECK(at::isFloatingType(kernel.scalar_type()), kOp, "expected kernel to have a floating point dtype, but got ",
+              kernel.scalar_type());
   TORCH_CHECK(kernel.device() == input.device(), kOp, "expected kernel on the device of input (", input.device(),
               "), but got ", kernel.device());
   TORCH_SYM_CHECK(kernel.sym_size(0).sym_ge(1) & kernel.sym_size(1).sym_ge(1), kOp,
@@ -54,8 +54,8 @@ Upfirdn2dParams check_upfirdn2d(const at::Tensor& input, const at::Tensor& kerne
   TORCH_CHECK(pad.size() == 4, kOp, "expected pad to hold 4 values [pad_x0, pad_x1, pad_y0, pad_y1], but got ",
               pad.size(), " values ", pad);
   for (const c10::SymInt& v : pad) {
-    TORCH_SYM_CHECK(v.sym_ge(-kMaxPad) & v.sym_le(kMaxPad), kOp, "expected pad values in [-2^40, 2^40], but got pad = ",
-                    pad);
+    TORCH_SYM_CHECK(v.sym_ge(-kMaxPad) & v.sym_le(kMaxPad), kOp,
+                    "expected pad values in [-2^40, 2^40], but got pad = ", pad);
   }
   const c10::SymInt& in_h = input.sym_size(2);
   const c10::SymInt& in_w = input.sym_size(3);
@@ -98,8 +98,8 @@ Upfirdn2dParams check_upfirdn2d(const at::Tensor& input, const at::Tensor& kerne
   return p;
 }
 
-std::vector<c10::SymInt> upfirdn2d_output_shape(const at::Tensor& input, const at::Tensor& kernel,
-                                                c10::IntArrayRef up, c10::IntArrayRef down, c10::SymIntArrayRef pad) {
+std::vector<c10::SymInt> upfirdn2d_output_shape(const at::Tensor& input, const at::Tensor& kernel, c10::IntArrayRef up,
+                                                c10::IntArrayRef down, c10::SymIntArrayRef pad) {
   const c10::SymInt up_h = padded_side(input.sym_size(2), up[1], pad[2], pad[3]);
   const c10::SymInt up_w = padded_side(input.sym_size(3), up[0], pad[0], pad[1]);
   // both differences are >= 0 (checked): floor division

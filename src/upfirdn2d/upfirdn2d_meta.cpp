@@ -9,8 +9,8 @@
 namespace mmops {
 namespace {
 
-at::Tensor upfirdn2d_meta(const at::Tensor& input, const at::Tensor& kernel, c10::IntArrayRef up,
-                          c10::IntArrayRef down, c10::SymIntArrayRef pad) {
+at::Tensor upfirdn2d_meta(const at::Tensor& input, const at::Tensor& kernel, c10::IntArrayRef up, c10::IntArrayRef down,
+                          c10::SymIntArrayRef pad) {
   detail::check_upfirdn2d(input, kernel, up, down, pad);
   return at::empty_symint(detail::upfirdn2d_output_shape(input, kernel, up, down, pad), input.options());
 }

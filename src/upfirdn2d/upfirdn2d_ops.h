@@ -28,8 +28,8 @@ Upfirdn2dParams check_upfirdn2d(const at::Tensor& input, const at::Tensor& kerne
 
 // The output shape [N, C, out_h, out_w] (symbolic where input is); call after
 // check_upfirdn2d.
-std::vector<c10::SymInt> upfirdn2d_output_shape(const at::Tensor& input, const at::Tensor& kernel,
-                                                c10::IntArrayRef up, c10::IntArrayRef down, c10::SymIntArrayRef pad);
+std::vector<c10::SymInt> upfirdn2d_output_shape(const at::Tensor& input, const at::Tensor& kernel, c10::IntArrayRef up,
+                                                c10::IntArrayRef down, c10::SymIntArrayRef pad);
 
 } // namespace detail
 

@@ -149,10 +149,10 @@ TEST(Upfirdn2d, CudaMatchesCpu) {
 }
 
 // The public C++ API on the calls the conformance cases recorded (test_torchscript.cpp).
-const mmops_test::CppApiEntry upfirdn2d_api{"mmops::upfirdn2d", [](const mmops_test::ApiArgs& a) {
-                                              return mmops_test::ApiOutputs{
-                                                  mmops::upfirdn2d(a[0].toTensor(), a[1].toTensor(), a[2].toIntVector(),
-                                                                   a[3].toIntVector(), a[4].toIntVector())};
-                                            }};
+const mmops_test::CppApiEntry upfirdn2d_api{
+    "mmops::upfirdn2d", [](const mmops_test::ApiArgs& a) {
+      return mmops_test::ApiOutputs{mmops::upfirdn2d(a[0].toTensor(), a[1].toTensor(), a[2].toIntVector(),
+                                                     a[3].toIntVector(), a[4].toIntVector())};
+    }};
 
 } // namespace

@@ -84,7 +84,12 @@ def calls(device, low):
         # --- upfirdn2d (a float32 kernel with low-precision input, as mmcv's filters) ---
         ("upfirdn2d", lambda x: ops.upfirdn2d(x, blur, [2, 2], [1, 1], [2, 1, 2, 1]), (x,), low),
         # --- fused_bias_leakyrelu (low-precision input with a float32 bias: mmcv's parameter) ---
-        ("fused_bias_leakyrelu", lambda x, b: ops.fused_bias_leakyrelu(x, b, 0.2, 2**0.5), (x, x[0, :, 0, 0].float()), low),
+        (
+            "fused_bias_leakyrelu",
+            lambda x, b: ops.fused_bias_leakyrelu(x, b, 0.2, 2**0.5),
+            (x, x[0, :, 0, 0].float()),
+            low,
+        ),
     ]
 
 

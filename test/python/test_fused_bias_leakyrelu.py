@@ -97,10 +97,14 @@ CONFORMANCE = [
         nonzero_grads=True,
         bad_inputs={
             "input_1d": BadInput(lambda x, b, s, k: (x[0, 0, 0], b, s, k), _message("at least 2 dims"), meta=True),
-            "int_input": BadInput(lambda x, b, s, k: (x.int(), b.int(), s, k), _message("input to have a float"), meta=True),
+            "int_input": BadInput(
+                lambda x, b, s, k: (x.int(), b.int(), s, k), _message("input to have a float"), meta=True
+            ),
             "bias_2d": BadInput(lambda x, b, s, k: (x, b[None], s, k), _message("bias to be a 1-D"), meta=True),
             "bias_size": BadInput(lambda x, b, s, k: (x, b[1:], s, k), _message("bias to hold C = 3"), meta=True),
-            "bias_dtype": BadInput(lambda x, b, s, k: (x, b.double(), s, k), _message("bias to have the dtype"), meta=True),
+            "bias_dtype": BadInput(
+                lambda x, b, s, k: (x, b.double(), s, k), _message("bias to have the dtype"), meta=True
+            ),
             "slope_nan": BadInput(lambda x, b, s, k: (x, b, math.nan, k), _message("finite negative_slope"), meta=True),
             "scale_inf": BadInput(lambda x, b, s, k: (x, b, s, math.inf), _message("finite scale"), meta=True),
         },
@@ -261,7 +265,9 @@ def test_cuda_matches_cpu(dtype):
         exp = op(x, b)
         torch.testing.assert_close(op(x.cuda(), b.cuda()).cpu(), exp, **TOL[dtype])
         g = torch.randn(shape).to(dtype)
-        torch.testing.assert_close(bwd_op(g.cuda(), exp.cuda(), 0.2, SQRT2).cpu(), bwd_op(g, exp, 0.2, SQRT2), **TOL[dtype])
+        torch.testing.assert_close(
+            bwd_op(g.cuda(), exp.cuda(), 0.2, SQRT2).cpu(), bwd_op(g, exp, 0.2, SQRT2), **TOL[dtype]
+        )
 
 
 @pytest.mark.cuda

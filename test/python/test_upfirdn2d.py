@@ -107,12 +107,18 @@ def _message(text):
 def _bad_inputs():
     return {
         "input_3d": BadInput(lambda x, k, u, d, p: (x[0], k, u, d, p), _message("input to be a 4-D"), meta=True),
-        "int_input": BadInput(lambda x, k, u, d, p: (x.int(), k, u, d, p), _message("input to have a float"), meta=True),
+        "int_input": BadInput(
+            lambda x, k, u, d, p: (x.int(), k, u, d, p), _message("input to have a float"), meta=True
+        ),
         "kernel_1d": BadInput(lambda x, k, u, d, p: (x, k[0], u, d, p), _message("kernel to be a 2-D"), meta=True),
         "kernel_3d": BadInput(lambda x, k, u, d, p: (x, k[None], u, d, p), _message("kernel to be a 2-D"), meta=True),
         "kernel_empty": BadInput(lambda x, k, u, d, p: (x, k[:0], u, d, p), _message("non-empty kernel"), meta=True),
-        "int_kernel": BadInput(lambda x, k, u, d, p: (x, k.int(), u, d, p), _message("kernel to have a float"), meta=True),
-        "up_0": BadInput(lambda x, k, u, d, p: (x, k, [0, 1], d, p), _message("up factors in \\[1, 2\\^16\\]"), meta=True),
+        "int_kernel": BadInput(
+            lambda x, k, u, d, p: (x, k.int(), u, d, p), _message("kernel to have a float"), meta=True
+        ),
+        "up_0": BadInput(
+            lambda x, k, u, d, p: (x, k, [0, 1], d, p), _message("up factors in \\[1, 2\\^16\\]"), meta=True
+        ),
         "down_0": BadInput(lambda x, k, u, d, p: (x, k, u, [1, 0], p), _message("down factors"), meta=True),
         "down_negative": BadInput(lambda x, k, u, d, p: (x, k, u, [-2, 1], p), _message("down factors"), meta=True),
         "up_huge": BadInput(lambda x, k, u, d, p: (x, k, [2**40, 1], d, p), _message("up factors"), meta=True),
@@ -177,10 +183,16 @@ def test_matches_reference(dtype):
 
 
 def test_matches_composite_on_larger_inputs():
-    for up, down, pad in [([2, 2], [1, 1], [2, 1, 2, 1]), ([1, 1], [2, 2], [1, 1, 1, 1]), ([2, 1], [3, 2], [5, -4, 2, 7])]:
+    for up, down, pad in [
+        ([2, 2], [1, 1], [2, 1, 2, 1]),
+        ([1, 1], [2, 2], [1, 1, 1, 1]),
+        ([2, 1], [3, 2], [5, -4, 2, 7]),
+    ]:
         x = make_input(2, 8, 33, 40, seed=3, dtype=torch.float64)
         k = binomial_kernel(gain=4.0, dtype=torch.float64)
-        torch.testing.assert_close(op(x, k, up, down, pad), upfirdn2d_composite(x, k, up, down, pad), rtol=1e-12, atol=1e-12)
+        torch.testing.assert_close(
+            op(x, k, up, down, pad), upfirdn2d_composite(x, k, up, down, pad), rtol=1e-12, atol=1e-12
+        )
 
 
 def _row(values):
@@ -209,7 +221,9 @@ def test_known_vectors():
     # negative pads crop: [1..5] with pad x (-1, -2) -> [2, 3]
     assert op(_row(range(1, 6)), one, 1, 1, [-1, -2, 0, 0]).flatten().tolist() == [2.0, 3.0]
     # StyleGAN2's upsample of a constant: 1 inside, the border taps see the zero padding
-    up = op(torch.ones(1, 1, 4, 4, dtype=torch.float64), binomial_kernel(gain=4.0, dtype=torch.float64), 2, 1, [2, 1, 2, 1])
+    up = op(
+        torch.ones(1, 1, 4, 4, dtype=torch.float64), binomial_kernel(gain=4.0, dtype=torch.float64), 2, 1, [2, 1, 2, 1]
+    )
     assert up.shape == (1, 1, 8, 8) and (up[0, 0, 1:-1, 1:-1] == 1).all()
     assert up[0, 0, 0, 0].item() == pytest.approx(9 / 16) and up[0, 0, 0, 3].item() == pytest.approx(3 / 4)
 
@@ -454,7 +468,11 @@ def test_mmcv_bridge():
     f = torch.tensor([1.0, 3.0, 3.0, 1.0])
     k2 = torch.outer(f, f)
     # mmcv.ops.upfirdn2d (every device; mmcv's reference path for comparison)
-    for kwargs in [dict(up=2, padding=[2, 1, 2, 1]), dict(down=2, padding=1), dict(up=(2, 1), down=(1, 2), padding=(1, 2))]:
+    for kwargs in [
+        dict(up=2, padding=[2, 1, 2, 1]),
+        dict(down=2, padding=1),
+        dict(up=(2, 1), down=(1, 2), padding=(1, 2)),
+    ]:
         for filt in (f, k2, None):
             for extra in (dict(), dict(flip_filter=True, gain=3.0)):
                 ours = ops.upfirdn2d(x, filt, **kwargs, **extra)
@@ -530,7 +548,12 @@ def _tiled_emulation(x, k, up, down, pad0_y, pad0_x, out_h, out_w):
 
 @pytest.mark.parametrize(
     "up,down,pad,kernel",
-    [(2, 1, [2, 1, 2, 1], (4, 4)), (1, 2, [1, 1, 1, 1], (4, 4)), (1, 1, [-2, 3, 1, 0], (3, 4)), (2, 2, [-3, 1, 2, -2], (2, 3))],
+    [
+        (2, 1, [2, 1, 2, 1], (4, 4)),
+        (1, 2, [1, 1, 1, 1], (4, 4)),
+        (1, 1, [-2, 3, 1, 0], (3, 4)),
+        (2, 2, [-3, 1, 2, -2], (2, 3)),
+    ],
 )
 def test_cuda_tile_indexing_emulation(up, down, pad, kernel):
     # a map of two tiles along x (partial second one) and a partial tile along y
