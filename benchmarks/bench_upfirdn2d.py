@@ -65,7 +65,7 @@ def case_line(case):
     return (
         f"{case.name}: [N, C, H, W] = [{case.batch}, {case.channels}, {case.height}, {case.width}], up {case.up}, "
         f"down {case.down}, pad {case.pad}, 4 x 4 kernel -> {out_side(case, case.height)} x "
-        f"{out_side(case, case.width)}; floor (read input + write output, fp32) {floor / 1e6:.0f} MB per pass"
+        f"{out_side(case, case.width)}; floor (read input + write output, fp32) {floor / 1e6:.1f} MB per pass"
     )
 
 
