@@ -60,6 +60,7 @@ def calls(device, low):
     scores = torch.rand(30, generator=torch.Generator().manual_seed(9)).to(device)
     logits = randn(16, 5, device=device, seed=10).to(low)
     target = torch.randint(0, 5, (16,), generator=torch.Generator().manual_seed(11)).to(device)
+    blur = torch.outer(*[torch.tensor([1.0, 3.0, 3.0, 1.0], device=device)] * 2) / 16.0
     return [
         ("roi_align", lambda x, r: ops.roi_align(x, r, [3, 3], 1.0, 2, "avg", True), (x, r), low),
         ("roi_align max", lambda x, r: ops.roi_align(x, r, [3, 3], 1.0, 2, "max", False), (x, r), low),
@@ -90,6 +91,15 @@ def calls(device, low):
         ("nms_match", lambda d: ops.nms_match(d, 0.3), (torch.cat([b, scores[:, None].to(low)], 1),), torch.int64),
         ("sigmoid_focal_loss", lambda z: ops.sigmoid_focal_loss(z, target, 2.0, 0.25, None, "none"), (logits,), None),
         ("softmax_focal_loss", lambda z: ops.softmax_focal_loss(z, target, 2.0, 0.25, None, "sum"), (logits,), None),
+        # --- upfirdn2d (a float32 kernel with low-precision input, as mmcv's filters) ---
+        ("upfirdn2d", lambda x: ops.upfirdn2d(x, blur, [2, 2], [1, 1], [2, 1, 2, 1]), (x,), low),
+        # --- fused_bias_leakyrelu (low-precision input with a float32 bias: mmcv's parameter) ---
+        (
+            "fused_bias_leakyrelu",
+            lambda x, b: ops.fused_bias_leakyrelu(x, b, 0.2, 2**0.5),
+            (x, x[0, :, 0, 0].float()),
+            low,
+        ),
     ]
 
 

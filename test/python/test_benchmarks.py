@@ -77,6 +77,10 @@ SMALL_RUNS = {
     "correlation": ["--cases", "cpu_pwc", "--layouts", "contiguous"],
     # --- corner_pool ---
     "corner_pool": ["--cases", "cpu_64", "--modes", "left", "--distributions", "relu", "--layouts", "contiguous"],
+    # --- upfirdn2d ---
+    "upfirdn2d": ["--cases", "cpu_up2_32", "--kernels", "binomial"],
+    # --- fused_bias_leakyrelu ---
+    "fused_bias_leakyrelu": ["--cases", "cpu_64x32"],
 }
 FIELDS = {"benchmark", "device", "op", "dtype", "case", "baseline", "times_ms", "ratios", "check"}
 

@@ -505,8 +505,8 @@ def test_correlation_routed():
 
 def test_unserved_kernels_raise_naming_the_op():
     ext = sys.modules["mmcv._ext"]
-    with pytest.raises(NotImplementedError, match="'fused_bias_leakyrelu'"):
-        ext.fused_bias_leakyrelu()
+    with pytest.raises(NotImplementedError, match="'filtered_lrelu'"):
+        ext.filtered_lrelu()
 
 
 NEW_OPS = [

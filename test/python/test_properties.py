@@ -263,6 +263,18 @@ def _references():
         **_iou3d_references(),
         # --- points_in_boxes, roiaware_pool3d, roipoint_pool3d ---
         **_box3d_references(),
+        # --- upfirdn2d, fused_bias_leakyrelu ---
+        **_stylegan_references(),
+    }
+
+
+def _stylegan_references():  # --- upfirdn2d, fused_bias_leakyrelu ---
+    from fused_bias_leakyrelu_reference import fused_bias_leakyrelu_ref
+    from upfirdn2d_reference import upfirdn2d_ref
+
+    return {
+        "mmops::upfirdn2d": upfirdn2d_ref,
+        "mmops::fused_bias_leakyrelu": fused_bias_leakyrelu_ref,
     }
 
 

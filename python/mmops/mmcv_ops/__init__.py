@@ -71,6 +71,8 @@ _FUNCTION_ROUTES: List[Tuple[str, str, Any]] = [
     ("mmcv.ops.tin_shift", "TINShiftFunction", _routes.tin_shift),
     # --- correlation ---
     ("mmcv.ops.correlation", "CorrelationFunction", _routes.correlation),
+    # --- fused_bias_leakyrelu ---
+    ("mmcv.ops.fused_bias_leakyrelu", "FusedBiasLeakyReLUFunction", _routes.fused_bias_leakyrelu),
 ]
 # (mmcv module, class, method, replacement)
 _METHOD_ROUTES: List[Tuple[str, str, str, Any]] = [
@@ -95,6 +97,10 @@ _MODULE_FUNCTION_ROUTES: List[Tuple[str, str, Any]] = [
     ("mmcv.ops.points_in_boxes", "points_in_boxes_part", _routes.points_in_boxes_part),
     ("mmcv.ops.points_in_boxes", "points_in_boxes_all", _routes.points_in_boxes_all),
     ("mmcv.ops.points_in_boxes", "points_in_boxes_cpu", _routes.points_in_boxes_cpu),
+    # --- upfirdn2d (filter2d / upsample2d / downsample2d call it) ---
+    ("mmcv.ops.upfirdn2d", "upfirdn2d", _routes.upfirdn2d),
+    # --- fused_bias_leakyrelu (mmcv's runs its composite off CUDA; FusedBiasLeakyReLU calls it) ---
+    ("mmcv.ops.fused_bias_leakyrelu", "fused_bias_leakyrelu", _routes.fused_bias_leakyrelu),
 ]
 
 _MISSING = object()

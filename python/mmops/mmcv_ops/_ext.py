@@ -560,3 +560,52 @@ def bezier_align_backward(
 
 
 SERVED.update({"bezier_align_forward": bezier_align_forward, "bezier_align_backward": bezier_align_backward})
+# --- upfirdn2d ---
+def upfirdn2d(
+    x: torch.Tensor,
+    f: torch.Tensor,
+    upx: int,
+    upy: int,
+    downx: int,
+    downy: int,
+    padx0: int,
+    padx1: int,
+    pady0: int,
+    pady1: int,
+    flip: bool,
+    gain: float,
+) -> torch.Tensor:
+    """mmcv's kernel contract: returns the output of f [fh, fw]; flip False convolves (as
+    mmops), flip True correlates (mmops gets the flipped filter); gain scales the result."""
+    kernel = (f.flip([0, 1]) if flip else f) * float(gain)
+    up, down = [int(upx), int(upy)], [int(downx), int(downy)]
+    return torch.ops.mmops.upfirdn2d(x, kernel, up, down, [int(padx0), int(padx1), int(pady0), int(pady1)])
+
+
+SERVED.update({"upfirdn2d": upfirdn2d})
+
+
+# --- fused_bias_leakyrelu ---
+def fused_bias_leakyrelu(
+    input: torch.Tensor,
+    bias: torch.Tensor,
+    ref: torch.Tensor,
+    act: int = 3,
+    grad: int = 0,
+    alpha: float = 0.2,
+    scale: float = 2**0.5,
+) -> torch.Tensor:
+    """mmcv's kernel contract (act 3, leaky ReLU): grad 0 returns the activation of input + bias;
+    grad 1 returns (input + bias) * (ref > 0 ? scale : alpha * scale), ref the forward's output
+    (bias empty: none)."""
+    if int(act) != 3 or int(grad) not in (0, 1):
+        raise NotImplementedError(f"mmcv.ops: fused_bias_leakyrelu with act={act}, grad={grad} is not served by mmops")
+    if int(grad) == 0:
+        b = bias if bias.numel() > 0 else input.new_zeros(input.shape[1])
+        return torch.ops.mmops.fused_bias_leakyrelu(input, b, float(alpha), float(scale))
+    if bias.numel() > 0:
+        input = input + bias.reshape([-1 if d == 1 else 1 for d in range(input.dim())])
+    return torch.ops.mmops._fused_bias_leakyrelu_backward(input, ref, float(alpha), float(scale))
+
+
+SERVED.update({"fused_bias_leakyrelu": fused_bias_leakyrelu})

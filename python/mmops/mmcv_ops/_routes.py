@@ -439,3 +439,31 @@ def correlation(
         pair(dilation),
         pair(dilation_patch),
     )
+
+
+# --- upfirdn2d ---
+def upfirdn2d(
+    input: Tensor,
+    filter: Optional[Tensor],
+    up: Any = 1,
+    down: Any = 1,
+    padding: Any = 0,
+    flip_filter: bool = False,
+    gain: Any = 1,
+    use_custom_op: bool = True,
+) -> Tensor:
+    """mmcv.ops.upfirdn2d (mmcv 2.x: filter [fh, fw], [taps] or None; padding int, [x, y]
+    or [x0, x1, y0, y1]) on every device through mmops's op, differentiable to any order;
+    use_custom_op is accepted and ignored (mmops is the custom op)."""
+    from mmops.upfirdn2d import upfirdn2d as run
+
+    return run(input, filter, up, down, padding, bool(flip_filter), float(gain))
+
+
+# --- fused_bias_leakyrelu ---
+def fused_bias_leakyrelu(input: Tensor, bias: Tensor, negative_slope: float = 0.2, scale: float = 2**0.5) -> Tensor:
+    """mmcv.ops.fused_bias_leakyrelu (and FusedBiasLeakyReLUFunction.apply) on every device
+    through mmops's op (mmcv: CUDA; its CPU path is a composite), differentiable to any order."""
+    from mmops.fused_bias_leakyrelu import fused_bias_leakyrelu as run
+
+    return run(input, bias, float(negative_slope), float(scale))

@@ -1,0 +1,98 @@
+"""upfirdn2d: the functional wrapper (mmcv.ops.upfirdn2d) and UpFirDn2d."""
+
+from typing import List, Optional, Union
+
+import torch
+from torch import Tensor, nn
+
+# TorchScript: an int or a list; eager Python takes tuples too
+IntOrSeq = Union[int, List[int]]
+
+
+def _factors(value: IntOrSeq, name: str) -> List[int]:
+    """[x, y] from an int or a pair [x, y] (mmcv's order)."""
+    if isinstance(value, int):
+        return [value, value]
+    values = [int(v) for v in value]
+    if len(values) != 2:
+        raise ValueError(f"mmops.upfirdn2d: {name} must be an int or a pair [x, y], got {values}")
+    return values
+
+
+def _pads(padding: IntOrSeq) -> List[int]:
+    """[x0, x1, y0, y1] from an int, a pair [x, y] or four values (mmcv's convention)."""
+    if isinstance(padding, int):
+        return [padding, padding, padding, padding]
+    values = [int(v) for v in padding]
+    if len(values) == 2:
+        return [values[0], values[0], values[1], values[1]]
+    if len(values) != 4:
+        raise ValueError(f"mmops.upfirdn2d: padding must be an int, [x, y] or [x0, x1, y0, y1], got {values}")
+    return values
+
+
+def upfirdn2d(
+    input: Tensor,
+    filter: Optional[Tensor],
+    up: IntOrSeq = 1,
+    down: IntOrSeq = 1,
+    padding: IntOrSeq = 0,
+    flip_filter: bool = False,
+    gain: float = 1.0,
+) -> Tensor:
+    """Upsample, pad, FIR-filter and downsample a batch of 2D images (mmcv.ops.upfirdn2d,
+    docs/ops/upfirdn2d.md).
+
+    input [N, C, H, W]; filter [kh, kw] (non-separable), [taps] (separable: the same
+    taps along x and y) or None (identity); up / down: an int or [x, y]; padding: an
+    int, [x, y] or [x0, x1, y0, y1], with respect to the upsampled image (negative
+    crops); flip_filter: False = convolution (mmcv's default), True = correlation;
+    gain: scales the result. Differentiable w.r.t. input to any order; the filter
+    gets no gradient.
+    """
+    if filter is None:
+        kernel = torch.ones(1, 1, dtype=torch.float32, device=input.device)
+    elif filter.dim() == 1:
+        kernel = torch.outer(filter, filter)
+    else:
+        kernel = filter
+    if flip_filter:
+        kernel = kernel.flip([0, 1])
+    if gain != 1:
+        kernel = kernel * gain
+    return torch.ops.mmops.upfirdn2d(input, kernel, _factors(up, "up"), _factors(down, "down"), _pads(padding))
+
+
+class UpFirDn2d(nn.Module):
+    """upfirdn2d with a fixed filter (a buffer): StyleGAN2's Blur, Upsample and Downsample
+    are UpFirDn2d(kernel, up=2, padding=...) and the like."""
+
+    def __init__(
+        self,
+        kernel: Tensor,
+        up: IntOrSeq = 1,
+        down: IntOrSeq = 1,
+        padding: IntOrSeq = 0,
+        flip_filter: bool = False,
+        gain: float = 1.0,
+    ) -> None:
+        super().__init__()
+        kernel = torch.as_tensor(kernel, dtype=torch.float32)
+        if kernel.dim() == 1:
+            kernel = torch.outer(kernel, kernel)
+        if flip_filter:
+            kernel = kernel.flip([0, 1])
+        self.register_buffer("kernel", kernel * gain)
+        self.up = _factors(up, "up")
+        self.down = _factors(down, "down")
+        self.padding = _pads(padding)
+
+    def forward(self, input: Tensor) -> Tensor:
+        return upfirdn2d(input, self.kernel, self.up, self.down, self.padding)
+
+    def extra_repr(self) -> str:
+        size = list(self.kernel.shape)
+        return f"kernel_size={size}, up={self.up}, down={self.down}, padding={self.padding}"
+
+
+__all__ = ["upfirdn2d", "UpFirDn2d"]
