@@ -141,7 +141,7 @@ def _mutations(case):
             }
             if floating:
                 changes.update(nan=lambda t: torch.full_like(t, math.nan), inf=lambda t: torch.full_like(t, math.inf))
-            else:
+            elif value.dtype != torch.bool:  # a bool mask has no "huge" value
                 changes.update(huge=lambda t: torch.full_like(t, torch.iinfo(t.dtype).max))
             out += [(f"{name}:{k}", p, name, tensor_change(p, fn)) for k, fn in changes.items()]
     return out
@@ -214,7 +214,20 @@ def _references():
     from ps_roi_reference import ps_roi_align_ref, ps_roi_pool_ref
     from psa_mask_reference import psa_mask_ref
     from roi_align_reference import roi_align_ref
+    from text_grouping_reference import contour_expand_ref, pixel_group_ref
     from tin_shift_reference import tin_shift_ref
+
+    def contour_expand(kernel_mask, internal_kernel_label, *rest):
+        rows = contour_expand_ref(kernel_mask, internal_kernel_label, *rest)
+        return torch.tensor(rows, dtype=torch.int32).reshape(internal_kernel_label.shape)
+
+    def pixel_group(score, mask, embedding, kernel_label, *rest):
+        # the reference rounds as the op does: float32 arithmetic below float64 inputs
+        labels, means, counts = pixel_group_ref(
+            score, mask, embedding, kernel_label, *rest, score.dtype != torch.float64
+        )
+        means = torch.tensor(means, dtype=torch.float64)
+        return torch.tensor(labels, dtype=torch.int32).reshape(kernel_label.shape), means, torch.tensor(counts)
 
     return {
         "mmops::roi_align": roi_align_ref,
@@ -246,6 +259,9 @@ def _references():
         "mmops::ps_roi_pool": ps_roi_pool_ref,
         "mmops::tin_shift": tin_shift_ref,
         "mmops::correlation": correlation_ref,
+        # --- contour_expand, pixel_group ---
+        "mmops::contour_expand": contour_expand,
+        "mmops::pixel_group": pixel_group,
         # --- diff_iou_rotated ---
         "mmops::diff_iou_rotated_2d": diff_iou_rotated_reference.composite_iou_2d,
         "mmops::diff_iou_rotated_3d": diff_iou_rotated_reference.composite_iou_3d,
@@ -395,6 +411,7 @@ N_OUTPUTS = {"mmops::soft_nms": 2}
 N_OUTPUTS.update({"mmops::hard_voxelize": 3, "mmops::dynamic_scatter": 2})  # --- voxelization ---
 N_OUTPUTS["mmops::chamfer_distance"] = 4  # distances and indices (--- chamfer_distance ---)
 N_OUTPUTS["mmops::three_nn"] = 2  # --- neighbors: dist and idx ---
+N_OUTPUTS["mmops::pixel_group"] = 3  # labels, mean scores, counts (--- pixel_group ---)
 
 
 def _drawn_sample(op, size, seed, scale):
