@@ -73,6 +73,15 @@ def _default_tolerance(dtype, what, expected, sample):
     return TOL[dtype]
 
 
+def magnitude_tolerance(dtype, what, expected, sample=None):
+    """TOL[dtype] with atol relative to the largest |expected| (at least 1): for values that sum
+    many terms (an input gradient that many rois or bins scatter into), whose float rounding
+    follows the largest values rather than each element."""
+    tol = dict(TOL[dtype])
+    tol["atol"] *= max(1.0, expected.abs().max().item() if expected.numel() else 0.0)
+    return tol
+
+
 @dataclasses.dataclass
 class ConformanceCase:
     name: str
