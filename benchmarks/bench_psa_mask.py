@@ -53,10 +53,10 @@ def composite_indices(case, psa_type, device):
     """(target, source): flat indices into one image's output [H*W*H*W] and input [mh*mw*H*W]."""
     h_, w_ = case.height, case.width
     mh, mw = mask_size(case)
-    h = torch.arange(h_).view(h_, 1, 1, 1)
-    w = torch.arange(w_).view(1, w_, 1, 1)
-    i = torch.arange(mh).view(1, 1, mh, 1)
-    j = torch.arange(mw).view(1, 1, 1, mw)
+    h = torch.arange(h_, device=device).view(h_, 1, 1, 1)  # built where they are used: 17 M entries
+    w = torch.arange(w_, device=device).view(1, w_, 1, 1)
+    i = torch.arange(mh, device=device).view(1, 1, mh, 1)
+    j = torch.arange(mw, device=device).view(1, 1, 1, mw)
     y, x = h + i - (mh - 1) // 2, w + j - (mw - 1) // 2
     inside = (y >= 0) & (y < h_) & (x >= 0) & (x < w_)
     plane = h_ * w_
@@ -65,7 +65,7 @@ def composite_indices(case, psa_type, device):
     channel = (i * mw + j).expand_as(inside)
     target = target_pixel * plane + pixel if psa_type == "collect" else pixel * plane + target_pixel
     source = channel * plane + pixel
-    return target[inside].to(device), source[inside].to(device)
+    return target[inside], source[inside]
 
 
 def composite(x, target, source, plane):
@@ -77,12 +77,12 @@ def composite(x, target, source, plane):
 
 def bench_psa(case, dtype_name, psa_type, run, timer, problems):
     device, dtype = run.device, DTYPES[dtype_name]
-    gen = torch.Generator().manual_seed(0)
+    gen = torch.Generator(device=device).manual_seed(0)  # drawn on the device: the inputs reach 1 GB
     ms = mask_size(case)
     plane = case.height * case.width
-    x = torch.randn(case.batch, ms[0] * ms[1], case.height, case.width, generator=gen)
-    x = x.to(device=device, dtype=dtype).requires_grad_(True)
-    go = torch.randn(case.batch, plane, case.height, case.width, generator=gen).to(device=device, dtype=dtype)
+    x = torch.randn(case.batch, ms[0] * ms[1], case.height, case.width, generator=gen, device=device)
+    x = x.to(dtype).requires_grad_(True)
+    go = torch.randn(case.batch, plane, case.height, case.width, generator=gen, device=device).to(dtype)
     target, source = composite_indices(case, psa_type, device)
     row = FwdBwdRow(("psa_mask", f"{case.batch}x{case.height}x{case.width} mask {ms[0]}x{ms[1]}", dtype_name, psa_type))
     name = f"psa_mask/{case.name}/{dtype_name}/{psa_type}"
