@@ -101,6 +101,8 @@ _MODULE_FUNCTION_ROUTES: List[Tuple[str, str, Any]] = [
     ("mmcv.ops.upfirdn2d", "upfirdn2d", _routes.upfirdn2d),
     # --- fused_bias_leakyrelu (mmcv's runs its composite off CUDA; FusedBiasLeakyReLU calls it) ---
     ("mmcv.ops.fused_bias_leakyrelu", "fused_bias_leakyrelu", _routes.fused_bias_leakyrelu),
+    # --- bias_act (mmcv's runs its composite off CUDA, its per-call Functions on CUDA) ---
+    ("mmcv.ops.bias_act", "bias_act", _routes.bias_act),
 ]
 
 _MISSING = object()

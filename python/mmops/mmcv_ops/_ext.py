@@ -609,3 +609,43 @@ def fused_bias_leakyrelu(
 
 
 SERVED.update({"fused_bias_leakyrelu": fused_bias_leakyrelu})
+
+
+# --- bias_act ---
+_BIAS_ACTS = ("linear", "relu", "lrelu", "tanh", "sigmoid", "elu", "selu", "softplus", "swish")  # cuda_idx 1..9
+
+
+def bias_act(
+    x: torch.Tensor,
+    b: torch.Tensor,
+    xref: torch.Tensor,
+    yref: torch.Tensor,
+    dy: torch.Tensor,
+    grad: int,
+    dim: int,
+    act: int,
+    alpha: float,
+    gain: float,
+    clamp: float,
+) -> torch.Tensor:
+    """mmcv's kernel contract (empty tensors: absent; act: mmcv's cuda_idx; clamp < 0: none):
+    grad 0 returns the forward of x; grad 1 the gradient of the forward's input for the
+    gradient x (xref: the forward's input, yref: its output); grad 2 the derivative of that
+    w.r.t. xref for the incoming gradient x times dy."""
+    if not 1 <= int(act) <= len(_BIAS_ACTS) or int(grad) not in (0, 1, 2):
+        raise NotImplementedError(f"mmcv.ops: bias_act with act={act}, grad={grad} is not served by mmops")
+    name = _BIAS_ACTS[int(act) - 1]
+
+    def given(t):
+        return t if t.numel() > 0 else None
+
+    if int(grad) == 0:
+        clamp_arg = float(clamp) if clamp >= 0 else None
+        return torch.ops.mmops.bias_act(x, given(b), int(dim), name, float(alpha), float(gain), clamp_arg)
+    g = x if int(grad) == 1 or dy.numel() == 0 else x * dy
+    return torch.ops.mmops._bias_act_backward(
+        g, given(xref), given(b), given(yref), int(dim), name, float(alpha), float(gain), float(clamp), int(grad)
+    )
+
+
+SERVED.update({"bias_act": bias_act})

@@ -467,3 +467,24 @@ def fused_bias_leakyrelu(input: Tensor, bias: Tensor, negative_slope: float = 0.
     from mmops.fused_bias_leakyrelu import fused_bias_leakyrelu as run
 
     return run(input, bias, float(negative_slope), float(scale))
+
+
+# --- bias_act ---
+def bias_act(
+    input: Tensor,
+    bias: Optional[Tensor] = None,
+    dim: int = 1,
+    act: str = "linear",
+    alpha: Any = None,
+    gain: Optional[float] = None,
+    clamp: Optional[float] = None,
+    use_custom_op: bool = True,
+) -> Tensor:
+    """mmcv.ops.bias_act on every device through mmops's op (mmcv: CUDA; its CPU path is a
+    composite), first and second order; bias is cast to input's dtype (mmcv's composite
+    promotes, its kernel requires the same dtype); use_custom_op is accepted and ignored."""
+    from mmops.bias_act import bias_act as run
+
+    if bias is not None:
+        bias = bias.to(input.dtype)
+    return run(input, bias, dim, act, alpha, gain, clamp)
