@@ -100,6 +100,8 @@ def calls(device, low):
             (x, x[0, :, 0, 0].float()),
             low,
         ),
+        # --- bias_act (low-precision input with a float32 bias) ---
+        ("bias_act", lambda x, b: ops.bias_act(x, b, 1, "lrelu", None, None, 256.0), (x, x[0, :, 0, 0].float()), low),
     ]
 
 

@@ -81,6 +81,8 @@ SMALL_RUNS = {
     "upfirdn2d": ["--cases", "cpu_up2_32", "--kernels", "binomial"],
     # --- fused_bias_leakyrelu ---
     "fused_bias_leakyrelu": ["--cases", "cpu_64x32"],
+    # --- bias_act ---
+    "bias_act": ["--cases", "cpu_64x32_clamp", "--acts", "lrelu"],
 }
 FIELDS = {"benchmark", "device", "op", "dtype", "case", "baseline", "times_ms", "ratios", "check"}
 

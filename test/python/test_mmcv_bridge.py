@@ -500,6 +500,25 @@ def test_correlation_routed():
     assert repr(ops.Correlation(3, 2)) == repr(mmops.Correlation(3, 2))
 
 
+def test_bias_act_routed():
+    """mmcv.ops.bias_act (a module function: mmcv's composite off CUDA) runs mmops's op on every
+    device; its ext kernel is served."""
+    from mmops.mmcv_ops import _ext
+
+    mmcv_bias_act = sys.modules["mmcv.ops.bias_act"]
+
+    torch.manual_seed(0)
+    x, b = torch.randn(2, 3, 4, 4, dtype=torch.float64), torch.randn(3, dtype=torch.float64)
+    for act in ("lrelu", "swish", "tanh"):
+        exp = torch.ops.mmops.bias_act(x, b, 1, act, None, None, 1.0)
+        torch.testing.assert_close(ops.bias_act(x, b, act=act, clamp=1.0), exp, rtol=0, atol=0)
+        torch.testing.assert_close(mmcv_bias_act._bias_act_ref(x, b, act=act, clamp=1.0), exp, rtol=1e-12, atol=1e-12)
+    # mmcv's arguments: alpha as an int, use_custom_op, a bias of another dtype (cast to input's)
+    exp = torch.ops.mmops.bias_act(x, b, 1, "lrelu", 1.0, None, None)
+    torch.testing.assert_close(ops.bias_act(x, b.float(), 1, "lrelu", 1, None, None, False), exp.float().double())
+    assert "bias_act" in _ext.SERVED
+
+
 # --- ops other families add to mmops, and unserved kernels -------------------------
 
 

@@ -279,18 +279,20 @@ def _references():
         **_iou3d_references(),
         # --- points_in_boxes, roiaware_pool3d, roipoint_pool3d ---
         **_box3d_references(),
-        # --- upfirdn2d, fused_bias_leakyrelu ---
+        # --- upfirdn2d, fused_bias_leakyrelu, bias_act ---
         **_stylegan_references(),
     }
 
 
-def _stylegan_references():  # --- upfirdn2d, fused_bias_leakyrelu ---
+def _stylegan_references():  # --- upfirdn2d, fused_bias_leakyrelu, bias_act ---
+    from bias_act_reference import bias_act_ref
     from fused_bias_leakyrelu_reference import fused_bias_leakyrelu_ref
     from upfirdn2d_reference import upfirdn2d_ref
 
     return {
         "mmops::upfirdn2d": upfirdn2d_ref,
         "mmops::fused_bias_leakyrelu": fused_bias_leakyrelu_ref,
+        "mmops::bias_act": bias_act_ref,
     }
 
 
