@@ -104,10 +104,9 @@ __global__ void __launch_bounds__(kThreads)
     P out;
 #pragma unroll
     for (int j = 0; j < VEC; ++j) {
-      out.v[j] = static_cast<scalar_t>(backward_value<A, Order, acc_t>(static_cast<acc_t>(gv.v[j]),
-                                                                       static_cast<acc_t>(xv.v[j]), b[j],
-                                                                       static_cast<acc_t>(yv.v[j]), alpha, gain,
-                                                                       clamp, clamp_y));
+      out.v[j] = static_cast<scalar_t>(
+          backward_value<A, Order, acc_t>(static_cast<acc_t>(gv.v[j]), static_cast<acc_t>(xv.v[j]), b[j],
+                                          static_cast<acc_t>(yv.v[j]), alpha, gain, clamp, clamp_y));
     }
     reinterpret_cast<P*>(grad_input)[i] = out;
   }

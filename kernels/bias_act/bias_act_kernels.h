@@ -38,9 +38,9 @@ inline at::MemoryFormat backward_memory_format(const at::Tensor& grad_output, co
 template <typename F>
 void with_act(BiasAct act, F&& f) {
   switch (act) {
-#define MMOPS_BIAS_ACT_CASE(name)                             \
-  case BiasAct::name:                                         \
-    f(std::integral_constant<BiasAct, BiasAct::name>{});      \
+#define MMOPS_BIAS_ACT_CASE(name)                        \
+  case BiasAct::name:                                    \
+    f(std::integral_constant<BiasAct, BiasAct::name>{}); \
     break;
     MMOPS_BIAS_ACT_CASE(Linear)
     MMOPS_BIAS_ACT_CASE(Relu)

@@ -61,7 +61,7 @@ at::Tensor bias_act(const at::Tensor& input, const std::optional<at::Tensor>& bi
 
 } // namespace mmops
 
-#define MMOPS_BIAS_ACT_ENTRIES(m, device)                                \
+#define MMOPS_BIAS_ACT_ENTRIES(m, device)                                 \
   m.impl("bias_act", &forward_entry<kernels::bias_act_forward_##device>); \
   m.impl("_bias_act_backward", &backward_entry<kernels::bias_act_backward_##device>);
 

@@ -18,9 +18,9 @@
 #include "common/autograd_utils.h"
 #include "common/dispatch.h"
 
+#include <ATen/WrapDimUtils.h>
 #include <ATen/ops/mul.h>
 #include <ATen/ops/sum.h>
-#include <ATen/WrapDimUtils.h>
 #include <torch/autograd.h>
 #include <torch/library.h>
 
@@ -95,8 +95,8 @@ class BiasActBackwardFunction : public torch::autograd::Function<BiasActBackward
                             const std::optional<at::Tensor>& bias, const std::optional<at::Tensor>& output,
                             const Config& c, int64_t order) {
     at::AutoDispatchBelowADInplaceOrView below_autograd;
-    ctx->save_for_backward({grad_output, input.value_or(at::Tensor()), bias.value_or(at::Tensor()),
-                            output.value_or(at::Tensor())});
+    ctx->save_for_backward(
+        {grad_output, input.value_or(at::Tensor()), bias.value_or(at::Tensor()), output.value_or(at::Tensor())});
     c.save(ctx);
     ctx->saved_data["order"] = order;
     ctx->saved_data["has_input"] = input.has_value();

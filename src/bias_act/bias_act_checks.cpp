@@ -18,9 +18,9 @@ namespace {
 constexpr const char* kOp = kBiasActOp;
 
 constexpr std::pair<const char*, BiasAct> kActs[] = {
-    {"linear", BiasAct::Linear},   {"relu", BiasAct::Relu}, {"lrelu", BiasAct::Lrelu},
-    {"tanh", BiasAct::Tanh},       {"sigmoid", BiasAct::Sigmoid}, {"elu", BiasAct::Elu},
-    {"selu", BiasAct::Selu},       {"softplus", BiasAct::Softplus}, {"swish", BiasAct::Swish},
+    {"linear", BiasAct::Linear}, {"relu", BiasAct::Relu},         {"lrelu", BiasAct::Lrelu},
+    {"tanh", BiasAct::Tanh},     {"sigmoid", BiasAct::Sigmoid},   {"elu", BiasAct::Elu},
+    {"selu", BiasAct::Selu},     {"softplus", BiasAct::Softplus}, {"swish", BiasAct::Swish},
 };
 
 constexpr double kSqrt2 = 1.4142135623730951;
@@ -42,8 +42,8 @@ int64_t check_bias(const at::Tensor& x, const char* x_name, const at::Tensor& bi
   TORCH_CHECK(bias.device() == x.device(), kOp, "expected bias on the device of ", x_name, " (", x.device(),
               "), but got ", bias.device());
   const int64_t rank = x.dim();
-  TORCH_CHECK(rank >= 1 && dim >= -rank && dim < rank, kOp, "expected dim in [", -rank, ", ", rank,
-              ") (a dim of the ", rank, "-D ", x_name, ") with a bias, but got ", dim);
+  TORCH_CHECK(rank >= 1 && dim >= -rank && dim < rank, kOp, "expected dim in [", -rank, ", ", rank, ") (a dim of the ",
+              rank, "-D ", x_name, ") with a bias, but got ", dim);
   const int64_t d = dim < 0 ? dim + rank : dim;
   TORCH_SYM_CHECK(bias.sym_size(0).sym_eq(x.sym_size(d)), kOp, "expected bias to hold ", x.sym_size(d), " values (",
                   x_name, "'s dim ", d, "), but got bias of shape ", shape_of(bias));

@@ -7,7 +7,7 @@ import math
 
 import pytest
 import torch
-from bias_act_reference import ACTS, bias_act_composite, bias_act_grad_ref, bias_act_ref, derivative_ref
+from bias_act_reference import ACTS, bias_act_composite, bias_act_grad_ref, bias_act_ref
 from conformance import BadInput, ConformanceCase, ConformanceSuite, Sample
 from conftest import TOL
 
@@ -61,7 +61,10 @@ def _sample_no_bias(device, dtype, size):
 def _empty(device, dtype):
     f = dict(dtype=dtype, device=device)
     return [
-        Sample((torch.randn(0, 3, 4, 5, **f), torch.zeros(3, **f), 1, "lrelu", None, None, 256.0), out_shapes=[(0, 3, 4, 5)]),
+        Sample(
+            (torch.randn(0, 3, 4, 5, **f), torch.zeros(3, **f), 1, "lrelu", None, None, 256.0),
+            out_shapes=[(0, 3, 4, 5)],
+        ),
         Sample((torch.randn(2, 0, 4, **f), torch.zeros(0, **f), 1, "tanh", None, None, None), out_shapes=[(2, 0, 4)]),
         Sample((torch.randn(2, 3, 0, **f), None, 1, "swish", None, None, None), out_shapes=[(2, 3, 0)]),
     ]
@@ -134,7 +137,9 @@ CONFORMANCE = [
         nonzero_grads=True,
         bad_inputs={
             "int_input": BadInput(lambda x, b, *r: (x.int(), b.int(), *r), _message("input to have a float"), True),
-            "unknown_act": BadInput(_with(3, "gelu"), _message('act must be "linear", "relu", .* but got "gelu"'), True),
+            "unknown_act": BadInput(
+                _with(3, "gelu"), _message('act must be "linear", "relu", .* but got "gelu"'), True
+            ),
             "bias_2d": BadInput(lambda x, b, *r: (x, b[None], *r), _message("bias to be a 1-D"), meta=True),
             "bias_size": BadInput(lambda x, b, *r: (x, b[1:], *r), _message("bias to hold 3 values"), meta=True),
             "bias_dtype": BadInput(lambda x, b, *r: (x, b.double(), *r), _message("bias to have the dtype"), True),
@@ -210,8 +215,16 @@ KNOWN = {
     "lrelu": (lambda v: v if v > 0 else 0.2 * v, lambda v: 1.0 if v > 0 else 0.2, lambda v: 0.0),
     "tanh": (math.tanh, lambda v: 1 - math.tanh(v) ** 2, lambda v: -2 * math.tanh(v) * (1 - math.tanh(v) ** 2)),
     "sigmoid": (_sig, lambda v: _sig(v) * (1 - _sig(v)), lambda v: _sig(v) * (1 - _sig(v)) * (1 - 2 * _sig(v))),
-    "elu": (lambda v: v if v >= 0 else math.expm1(v), lambda v: 1.0 if v >= 0 else math.exp(v), lambda v: 0.0 if v >= 0 else math.exp(v)),
-    "selu": (lambda v: S * v if v >= 0 else SA * math.expm1(v), lambda v: S if v >= 0 else SA * math.exp(v), lambda v: 0.0 if v >= 0 else SA * math.exp(v)),
+    "elu": (
+        lambda v: v if v >= 0 else math.expm1(v),
+        lambda v: 1.0 if v >= 0 else math.exp(v),
+        lambda v: 0.0 if v >= 0 else math.exp(v),
+    ),
+    "selu": (
+        lambda v: S * v if v >= 0 else SA * math.expm1(v),
+        lambda v: S if v >= 0 else SA * math.exp(v),
+        lambda v: 0.0 if v >= 0 else SA * math.exp(v),
+    ),
     "softplus": (lambda v: math.log1p(math.exp(v)), _sig, lambda v: _sig(v) * (1 - _sig(v))),
     "swish": (
         lambda v: v * _sig(v),
@@ -272,7 +285,12 @@ def _away_from_kinks(x, b, dim, act, clamp):
     return x
 
 
-GRAD_CASES = [((2, 3, 4), 1, True, None), ((3, 4), 0, True, 0.9), ((2, 2, 3, 2), 2, False, None), ((2, 3, 5), -1, True, 1.2)]
+GRAD_CASES = [
+    ((2, 3, 4), 1, True, None),
+    ((3, 4), 0, True, 0.9),
+    ((2, 2, 3, 2), 2, False, None),
+    ((2, 3, 5), -1, True, 1.2),
+]
 
 
 @pytest.mark.parametrize("act", list(ACTS))
