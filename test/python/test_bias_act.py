@@ -434,6 +434,39 @@ def test_autocast_runs_in_float32():
 # --------------------------------------------------------------------------- CUDA
 
 
+def _kernel_bias_indices(numel, vec, step, channels):
+    """The CUDA kernel's bias index of every storage value (load_bias: one division per pack of
+    `vec` values, then a cursor), emulated."""
+    out = []
+    for first in range(0, numel, vec):
+        q = first // step
+        c, r = q % channels, first - q * step
+        for _ in range(vec):
+            out.append(c)
+            r += 1
+            if r == step:
+                r, c = 0, (0 if c + 1 == channels else c + 1)
+    return out
+
+
+@pytest.mark.parametrize("layout", ["contiguous", "channels_last"])
+def test_cuda_bias_index_emulation(layout):
+    """The kernels' layout rule (bias[(i / stride(dim)) % C] over the storage) and the CUDA pack
+    cursor give every value the channel of its index along dim, in any dense layout."""
+    fmt = torch.channels_last if layout == "channels_last" else torch.contiguous_format
+    for shape in [(2, 5, 4, 3), (1, 8, 2, 2), (3, 1, 4, 4), (2, 3, 1, 8)]:
+        for dim in range(4):
+            ids = torch.arange(shape[dim]).reshape([-1 if d == dim else 1 for d in range(4)]).expand(shape)
+            dense = ids.contiguous(memory_format=fmt)
+            storage = dense.as_strided((dense.numel(),), (1,)).tolist()  # values in storage order
+            step = dense.stride(dim) if shape[dim] > 1 else 1
+            for vec in (1, 2, 4, 8):
+                if dense.numel() % vec == 0:
+                    assert _kernel_bias_indices(dense.numel(), vec, step, shape[dim]) == storage, (shape, dim, vec)
+
+
+
+
 @pytest.mark.cuda
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("act", list(ACTS))
