@@ -560,6 +560,8 @@ def bezier_align_backward(
 
 
 SERVED.update({"bezier_align_forward": bezier_align_forward, "bezier_align_backward": bezier_align_backward})
+
+
 # --- upfirdn2d ---
 def upfirdn2d(
     x: torch.Tensor,
