@@ -28,6 +28,7 @@
 #include "roiaware_pool3d/roiaware_pool3d_math.h"
 
 #include "common/box3d.h"
+#include "common/slot_scan_cuda.cuh"
 
 #include <ATen/Dispatch.h>
 #include <ATen/OpMathType.h>
@@ -53,39 +54,9 @@ constexpr int kSlots = kPerThread * kWarps; // (round, warp) in-box counts of a 
 constexpr int kStage = 1024;                // in-box list entries staged for the walk
 constexpr int kScanItems = 4;               // voxels a thread sums per scan round
 constexpr int64_t kSmemVoxels = 4096;       // voxel tables in shared memory up to this many voxels
-static_assert(kSlots % 32 == 0, "the slot scan gives each lane the same number of slots");
 
 constexpr int kBackwardThreads = 256;
 constexpr int64_t kMaxBlocks = int64_t(1) << 20;
-
-// Warp 0: the exclusive prefix of slot[0, kSlots) in place, and their sum in
-// *total.
-__device__ inline void scan_slots(int32_t* slot, int32_t* total) {
-  constexpr int kPer = kSlots / 32;
-  const int lane = threadIdx.x & 31;
-  int32_t values[kPer];
-  int32_t sum = 0;
-#pragma unroll
-  for (int k = 0; k < kPer; ++k) {
-    values[k] = slot[lane * kPer + k];
-    sum += values[k];
-  }
-  int32_t inclusive = sum;
-#pragma unroll
-  for (int d = 1; d < 32; d <<= 1) {
-    const int32_t up = __shfl_up_sync(kFullMask, inclusive, d);
-    inclusive += lane >= d ? up : 0;
-  }
-  int32_t run = inclusive - sum;
-#pragma unroll
-  for (int k = 0; k < kPer; ++k) {
-    slot[lane * kPer + k] = run;
-    run += values[k];
-  }
-  if (lane == 31) {
-    *total = inclusive;
-  }
-}
 
 // The exclusive prefix of x over the block's threads (thread order), and the
 // block's sum in `total`. Every thread of the block calls it.
@@ -185,7 +156,7 @@ __global__ void __launch_bounds__(kThreads)
     }
     __syncthreads();
     if (warp == 0) {
-      scan_slots(s_slot, &s_chunk_total);
+      slot_scan::exclusive_scan_slots<kSlots>(s_slot, &s_chunk_total);
     }
     __syncthreads();
 #pragma unroll

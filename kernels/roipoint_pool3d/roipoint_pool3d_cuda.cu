@@ -17,6 +17,7 @@
 #include "roipoint_pool3d/roipoint_pool3d_kernels.h"
 
 #include "common/box3d.h"
+#include "common/slot_scan_cuda.cuh"
 
 #include <ATen/Dispatch.h>
 #include <ATen/OpMathType.h>
@@ -38,40 +39,10 @@ constexpr int kWarps = kThreads / 32;
 constexpr int kPerThread = 8; // points a thread tests per chunk
 constexpr int kChunk = kThreads * kPerThread;
 constexpr int kSlots = kPerThread * kWarps; // (round, warp) counts of a chunk
-static_assert(kSlots % 32 == 0, "the slot scan gives each lane the same number of slots");
 
 constexpr int kFillThreads = 256;
 constexpr int64_t kFillRowsPerBlock = 64; // rows of one box a fill block writes (about)
 constexpr int64_t kMaxParts = 65535;      // gridDim.y
-
-// Warp 0: the exclusive prefix of slot[0, kSlots) in place, and their sum in
-// *total.
-__device__ inline void scan_slots(int32_t* slot, int32_t* total) {
-  constexpr int kPer = kSlots / 32;
-  const int lane = threadIdx.x & 31;
-  int32_t values[kPer];
-  int32_t sum = 0;
-#pragma unroll
-  for (int k = 0; k < kPer; ++k) {
-    values[k] = slot[lane * kPer + k];
-    sum += values[k];
-  }
-  int32_t inclusive = sum;
-#pragma unroll
-  for (int d = 1; d < 32; d <<= 1) {
-    const int32_t up = __shfl_up_sync(kFullMask, inclusive, d);
-    inclusive += lane >= d ? up : 0;
-  }
-  int32_t run = inclusive - sum;
-#pragma unroll
-  for (int k = 0; k < kPer; ++k) {
-    slot[lane * kPer + k] = run;
-    run += values[k];
-  }
-  if (lane == 31) {
-    *total = inclusive;
-  }
-}
 
 template <typename scalar_t, typename acc_t>
 __global__ void __launch_bounds__(kThreads)
@@ -111,7 +82,7 @@ __global__ void __launch_bounds__(kThreads)
     }
     __syncthreads();
     if (warp == 0) {
-      scan_slots(s_slot, &s_chunk_total);
+      slot_scan::exclusive_scan_slots<kSlots>(s_slot, &s_chunk_total);
     }
     __syncthreads();
 #pragma unroll
