@@ -465,8 +465,6 @@ def test_cuda_bias_index_emulation(layout):
                     assert _kernel_bias_indices(dense.numel(), vec, step, shape[dim]) == storage, (shape, dim, vec)
 
 
-
-
 @pytest.mark.cuda
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("act", list(ACTS))
