@@ -12,6 +12,7 @@
 
 #include "bias_act/bias_act_kernels.h"
 #include "common/cuda_helpers.cuh"
+#include "common/packed_launch_cuda.cuh"
 
 #include <ATen/Dispatch.h>
 #include <ATen/OpMathType.h>
@@ -33,8 +34,11 @@ using namespace bias_act_math;
 using cuda_helpers::load_readonly;
 using cuda_helpers::Pack;
 
-constexpr int kThreads = 256;
-constexpr int64_t kMaxBlocks = int64_t(1) << 20;
+using packed_launch::aligned16;
+using packed_launch::blocks_for;
+using packed_launch::kThreads;
+using packed_launch::pack_size;
+using packed_launch::with_pack_and_index;
 
 // The biases of the VEC values from storage index `first` on: bias[(e / step) % channels]
 // (0 without a bias).
@@ -109,34 +113,6 @@ __global__ void __launch_bounds__(kThreads)
                                           static_cast<acc_t>(yv.v[j]), alpha, gain, clamp, clamp_y));
     }
     reinterpret_cast<P*>(grad_input)[i] = out;
-  }
-}
-
-template <typename scalar_t>
-constexpr int pack_size() {
-  return 16 / sizeof(scalar_t);
-}
-
-bool aligned16(const void* p) {
-  return reinterpret_cast<uintptr_t>(p) % 16 == 0;
-}
-
-unsigned blocks_for(int64_t packs) {
-  return static_cast<unsigned>(std::max<int64_t>(1, std::min((packs + kThreads - 1) / kThreads, kMaxBlocks)));
-}
-
-// Calls launch(std::integral_constant<VEC>, index type tag) with the widest pack and index
-// that fit: 32-bit when every value index and every pack index plus the grid stride fit.
-template <typename scalar_t, typename Launch>
-void with_pack_and_index(bool vector_ok, int64_t numel, Launch&& launch) {
-  constexpr int V = pack_size<scalar_t>();
-  constexpr int64_t kMax = std::numeric_limits<int32_t>::max();
-  const int64_t packs = vector_ok ? numel / V : numel;
-  const bool small = numel <= kMax && packs + kThreads * kMaxBlocks <= kMax;
-  if (vector_ok) {
-    small ? launch(std::integral_constant<int, V>{}, int32_t{}) : launch(std::integral_constant<int, V>{}, int64_t{});
-  } else {
-    small ? launch(std::integral_constant<int, 1>{}, int32_t{}) : launch(std::integral_constant<int, 1>{}, int64_t{});
   }
 }
 

@@ -9,6 +9,7 @@
 // when every pack index fits, 64-bit otherwise; no atomics, deterministic.
 
 #include "common/cuda_helpers.cuh"
+#include "common/packed_launch_cuda.cuh"
 #include "fused_bias_leakyrelu/fused_bias_leakyrelu_kernels.h"
 
 #include <ATen/Dispatch.h>
@@ -31,8 +32,11 @@ using namespace fused_bias_leakyrelu_math;
 using cuda_helpers::load_readonly;
 using cuda_helpers::Pack;
 
-constexpr int kThreads = 256;
-constexpr int64_t kMaxBlocks = int64_t(1) << 20;
+using packed_launch::aligned16;
+using packed_launch::blocks_for;
+using packed_launch::kThreads;
+using packed_launch::pack_size;
+using packed_launch::with_pack_and_index;
 
 template <typename scalar_t, typename acc_t, int VEC, typename index_t>
 __global__ void __launch_bounds__(kThreads)
@@ -68,32 +72,6 @@ __global__ void __launch_bounds__(kThreads)
           static_cast<scalar_t>(gradient<acc_t>(static_cast<acc_t>(g.v[j]), static_cast<acc_t>(o.v[j]), slope, scale));
     }
     reinterpret_cast<P*>(grad_input)[i] = r;
-  }
-}
-
-template <typename scalar_t>
-constexpr int pack_size() {
-  return 16 / sizeof(scalar_t);
-}
-
-bool aligned16(const void* p) {
-  return reinterpret_cast<uintptr_t>(p) % 16 == 0;
-}
-
-unsigned blocks_for(int64_t packs) {
-  return static_cast<unsigned>(std::max<int64_t>(1, std::min((packs + kThreads - 1) / kThreads, kMaxBlocks)));
-}
-
-// Calls launch(std::integral_constant<VEC>, index type tag) with the widest pack and index that fit.
-template <typename scalar_t, typename Launch>
-void with_pack_and_index(bool vector_ok, int64_t numel, Launch&& launch) {
-  constexpr int V = pack_size<scalar_t>();
-  const int64_t packs = vector_ok ? numel / V : numel;
-  const bool small = packs < std::numeric_limits<int32_t>::max() - kThreads * kMaxBlocks;
-  if (vector_ok) {
-    small ? launch(std::integral_constant<int, V>{}, int32_t{}) : launch(std::integral_constant<int, V>{}, int64_t{});
-  } else {
-    small ? launch(std::integral_constant<int, 1>{}, int32_t{}) : launch(std::integral_constant<int, 1>{}, int64_t{});
   }
 }
 
