@@ -33,7 +33,7 @@ from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tupl
 
 import pytest
 import torch
-from conftest import TOL
+from conftest import TOL, with_batch_index
 from torch import Tensor
 from torch._subclasses.fake_tensor import FakeTensorMode
 from torch.fx.experimental.symbolic_shapes import ShapeEnv, free_unbacked_symbols
@@ -67,6 +67,36 @@ class BadInput:
     match: str
     meta: bool = False  # raises on meta tensors too (what torch.compile / export see)
     cuda: bool = False  # make() moves tensors to CUDA itself (a device mismatch)
+
+
+def roi_pooling_bad_inputs(op: str) -> Dict[str, "BadInput"]:
+    """The bad inputs of an op called as op(input, rois [K, 5], output_size, spatial_scale), each
+    expected to raise `mmops::<op>: ...` naming the argument (roi_pool, prroi_pool)."""
+
+    def message(text):
+        return f"mmops::{op}: .*{text}"
+
+    def call(change):  # the sample's input and rois changed, 2 x 2 bins, scale 1
+        return lambda x, r, *rest: change(x, r)
+
+    bad = {
+        "input_3d": (lambda x, r: (x[0], r, [2, 2], 1.0), "input"),
+        "rois_1d": (lambda x, r: (x, r[0], [2, 2], 1.0), "rois"),
+        "rois_4_cols": (lambda x, r: (x, r[:, :4], [2, 2], 1.0), "rois"),
+        "rois_dtype": (lambda x, r: (x, r.double(), [2, 2], 1.0), "rois"),
+        "int_input": (lambda x, r: (x.int(), r.int(), [2, 2], 1.0), "input"),
+        "output_h_zero": (lambda x, r: (x, r, [0, 2], 1.0), "output_size"),
+        "output_w_negative": (lambda x, r: (x, r, [2, -1], 1.0), "output_size"),
+        "spatial_scale_zero": (lambda x, r: (x, r, [2, 2], 0.0), "spatial_scale"),
+        "spatial_scale_nan": (lambda x, r: (x, r, [2, 2], float("nan")), "spatial_scale"),
+        "spatial_scale_inf": (lambda x, r: (x, r, [2, 2], float("inf")), "spatial_scale"),
+    }
+    out = {name: BadInput(call(change), message(arg)) for name, (change, arg) in bad.items()}
+    for v in (-1.0, 2.0, 7.0, float("nan")):
+        out[f"batch_index_{v}"] = BadInput(
+            call(lambda x, r, v=v: (x, with_batch_index(r, 2, v), [2, 2], 1.0)), f"{op}: the batch index"
+        )
+    return out
 
 
 def _default_tolerance(dtype, what, expected, sample):

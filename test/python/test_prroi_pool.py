@@ -5,8 +5,8 @@ import math
 
 import pytest
 import torch
-from conformance import BadInput, ConformanceCase, ConformanceSuite, Sample, magnitude_tolerance
-from conftest import TOL, deterministic_algorithms, random_rois, with_batch_index
+from conformance import ConformanceCase, ConformanceSuite, Sample, magnitude_tolerance, roi_pooling_bad_inputs
+from conftest import TOL, deterministic_algorithms, random_rois
 from prroi_pool_reference import prroi_pool_ref
 
 import mmops
@@ -98,10 +98,6 @@ def _helpers(sample):
     ]
 
 
-def _message(text):
-    return f"mmops::prroi_pool: .*{text}"
-
-
 CONFORMANCE = [
     ConformanceCase(
         "prroi_pool",
@@ -114,23 +110,7 @@ CONFORMANCE = [
         helpers=_helpers,
         cuda_samples=_cuda_samples,
         cuda_tol=_cuda_tol,
-        bad_inputs={
-            "input_3d": BadInput(lambda x, r, *o: (x[0], r, [2, 2], 1.0), _message("input")),
-            "rois_1d": BadInput(lambda x, r, *o: (x, r[0], [2, 2], 1.0), _message("rois")),
-            "rois_4_cols": BadInput(lambda x, r, *o: (x, r[:, :4], [2, 2], 1.0), _message("rois")),
-            "rois_dtype": BadInput(lambda x, r, *o: (x, r.double(), [2, 2], 1.0), _message("rois")),
-            "int_input": BadInput(lambda x, r, *o: (x.int(), r.int(), [2, 2], 1.0), _message("input")),
-            "output_h_zero": BadInput(lambda x, r, *o: (x, r, [0, 2], 1.0), _message("output_size")),
-            "output_w_negative": BadInput(lambda x, r, *o: (x, r, [2, -1], 1.0), _message("output_size")),
-            "spatial_scale_zero": BadInput(lambda x, r, *o: (x, r, [2, 2], 0.0), _message("spatial_scale")),
-            "spatial_scale_nan": BadInput(lambda x, r, *o: (x, r, [2, 2], math.nan), _message("spatial_scale")),
-            **{
-                f"batch_index_{v}": BadInput(
-                    lambda x, r, *o, v=v: (x, with_batch_index(r, 2, v), [2, 2], 1.0), "prroi_pool: the batch index"
-                )
-                for v in (-1.0, 2.0, 7.0, math.nan)
-            },
-        },
+        bad_inputs=roi_pooling_bad_inputs("prroi_pool"),
     ),
 ]
 
