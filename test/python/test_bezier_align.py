@@ -528,10 +528,21 @@ def test_cuda_matches_cpu(dtype, kind):
     ]:
         x, rois = make_inputs(n, c, h, w, k, kind, seed=21, dtype=dtype, spatial_scale=scale)
         go = torch.randn(k, c, *size, generator=torch.Generator().manual_seed(22)).to(dtype)
-        out, grad = grad_of(x, rois, go, size, scale, sr, aligned)
         out_c, grad_c = grad_of(x.cuda(), rois.cuda(), go.cuda(), size, scale, sr, aligned)
-        torch.testing.assert_close(out_c.cpu(), out, **TOL[dtype])
-        torch.testing.assert_close(grad_c.cpu(), grad, **magnitude_tolerance(dtype, "grad", grad))
+        if dtype == torch.float32:
+            # float32 sample positions put each device ~1e-5 x max|value| from float64 (the CPU
+            # too): CUDA is held to twice that bound around the float64 result
+            out, grad = grad_of(x.double(), rois.double(), go.double(), size, scale, sr, aligned)
+            out_c, grad_c = out_c.double(), grad_c.double()
+            tol_out, tol_grad = (
+                {k: 2 * v for k, v in magnitude_tolerance(dtype, what, t).items()}
+                for what, t in (("out", out), ("grad", grad))
+            )
+        else:
+            out, grad = grad_of(x, rois, go, size, scale, sr, aligned)
+            tol_out, tol_grad = TOL[dtype], magnitude_tolerance(dtype, "grad", grad)
+        torch.testing.assert_close(out_c.cpu(), out, **tol_out)
+        torch.testing.assert_close(grad_c.cpu(), grad, **tol_grad)
 
 
 @pytest.mark.cuda

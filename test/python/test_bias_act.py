@@ -489,7 +489,10 @@ def test_cuda_layouts_misaligned_and_second_order():
     shifted = flat.view(x.shape)
     shifted.copy_(x.cuda())
     assert shifted.data_ptr() % 16 != 0
-    torch.testing.assert_close(op(shifted, b.cuda(), 1, "swish").cpu(), op(x, b, 1, "swish"), rtol=0, atol=0)
+    # the scalar path (misaligned) and the vector path compute alike; exp may differ from the CPU's by an ulp
+    misaligned = op(shifted, b.cuda(), 1, "swish")
+    torch.testing.assert_close(misaligned, op(x.cuda(), b.cuda(), 1, "swish"), rtol=0, atol=0)
+    torch.testing.assert_close(misaligned.cpu(), op(x, b, 1, "swish"), **TOL[torch.float32])
     cl = x.cuda().contiguous(memory_format=torch.channels_last)
     out = op(cl, b.cuda(), 1, "lrelu", None, None, 0.5)
     assert out.is_contiguous(memory_format=torch.channels_last)
