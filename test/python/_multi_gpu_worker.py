@@ -105,6 +105,7 @@ def ddp_rank(rank: int, world: int, backend: str, devices: list, init_file: str,
     import torch.distributed as dist
     from torch.nn.parallel import DistributedDataParallel
 
+    os.environ.setdefault("NCCL_NVLS_ENABLE", "0")  # no NVLink multicast
     device = torch.device(devices[rank])
     if device.type == "cuda":
         torch.cuda.set_device(device)
@@ -171,6 +172,12 @@ def spread_calls(case, home: str):
     return calls
 
 
+def synchronize(*devices):
+    for d in devices:
+        if torch.device(d).type == "cuda":
+            torch.cuda.synchronize(d)
+
+
 def serve_spread(conn, home: str, away: str):
     """Answers (case name, call index, slot): the call of spread_calls(case, home) with the tensor
     at slot moved to `away`, then both devices synchronised. Replies ("raised", type, message),
@@ -186,8 +193,7 @@ def serve_spread(conn, home: str, away: str):
             return
         name, index, slot = request
         op, args = spread_calls(cases[name], home)[index]
-        for d in (home, away):
-            torch.cuda.synchronize(d)
+        synchronize(home, away)
         args = moved(args, slot, away)
         try:
             out = op(*args)
@@ -197,8 +203,7 @@ def serve_spread(conn, home: str, away: str):
             outs = out if isinstance(out, (list, tuple)) else [out]
             reply = ("returned", [str(o.device) for o in outs if isinstance(o, torch.Tensor)])
         try:
-            for d in (home, away):
-                torch.cuda.synchronize(d)
+            synchronize(home, away)
         except Exception as error:  # an illegal address and the like: sticky, the parent restarts us
             reply = ("cuda_error", str(error).split("\n")[0][:1000], reply)
         conn.send(reply)
