@@ -37,15 +37,26 @@ def pytest_configure(config):
     config.addinivalue_line(
         "markers", "cuda: needs a CUDA device (skipped without one; .ci/gpu_check.sh selects these with -m cuda)"
     )
+    config.addinivalue_line(
+        "markers",
+        "multi_gpu(gpus=2): the multi-GPU suite (test_multi_gpu.py), skipped on a machine with fewer than `gpus` "
+        "CUDA devices (.ci/gpu_check.sh multigpu runs it with -m multi_gpu)",
+    )
 
 
 def pytest_collection_modifyitems(config, items):
-    if torch.cuda.is_available():
-        return
-    skip = pytest.mark.skip(reason="no CUDA device on this machine")
+    available = torch.cuda.is_available()
+    gpus = torch.cuda.device_count() if available else 0
+    no_cuda = pytest.mark.skip(reason="no CUDA device on this machine")
     for item in items:
-        if item.get_closest_marker("cuda") is not None:
-            item.add_marker(skip)
+        multi_gpu = item.get_closest_marker("multi_gpu")
+        if multi_gpu is not None:
+            needed = multi_gpu.kwargs.get("gpus", 2)
+            if gpus < needed:
+                reason = f"multi_gpu: needs {needed} CUDA device{'s' * (needed > 1)}, this machine has {gpus}"
+                item.add_marker(pytest.mark.skip(reason=reason))
+        elif not available and item.get_closest_marker("cuda") is not None:
+            item.add_marker(no_cuda)
 
 
 # Every test that needs a GPU carries this marker (an alias of pytest.mark.cuda).
