@@ -14,8 +14,9 @@
 //                           clamp (the forward, writing the mask bytes this
 //                           tile owns) or times the recorded derivative;
 //   filter_downsample_tile  stage 2 from the shared tile, one output a thread.
-// The tile side is the largest of 32, 16, ..., 1 whose shared memory (input
-// tile + intermediate tile + filters) fits in 48 KiB.
+// The tile side: of 32, 16, 8 (smaller only when none of those fits) whose
+// shared memory (input tile + intermediate tile + filters) fits in 48 KiB,
+// the one with the fewest multiply-adds.
 // Generic (a pass no tile fits: huge filters or factors, sizes past int): the
 // same two stages through a global scratch intermediate, one thread a sample
 // (64-bit grid stride).
@@ -238,8 +239,9 @@ __global__ void __launch_bounds__(kThreads)
 // Whether a pass has int-sized geometry and a grid within the limits (at the smallest tile).
 bool fused_sizes_fit(const PassAxis& ax, const PassAxis& ay) {
   for (const PassAxis* a : {&ax, &ay}) {
-    const int64_t values[] = {a->in, a->mid, a->out, a->up, a->down, a->k1, a->k2, std::abs(a->off1),
-                              std::abs(a->off2)};
+    // the products: a tile's first intermediate (o * down) and signal (i * up) positions
+    const int64_t values[] = {a->in,     a->mid,           a->out,           a->k1,          a->k2,
+                              a->in * a->up, a->out * a->down, std::abs(a->off1), std::abs(a->off2)};
     if (!std::all_of(std::begin(values), std::end(values), [](int64_t v) { return v < kMaxTiledIndex; })) {
       return false;
     }
@@ -247,19 +249,40 @@ bool fused_sizes_fit(const PassAxis& ax, const PassAxis& ay) {
   return true;
 }
 
-// The largest tile side whose shared memory fits, or 0.
+// The multiply-adds of a pass with tiles of side `tile` (partial tiles compute in full).
+int64_t fused_cost(const PassAxis& ax, const PassAxis& ay, int tile) {
+  const TileAxis x = tile_axis(ax, tile), y = tile_axis(ay, tile);
+  const int64_t tiles = ((ax.out + tile - 1) / tile) * ((ay.out + tile - 1) / tile);
+  const int64_t stage1 = int64_t(x.mid_tile) * y.mid_tile * ((x.k1 + x.up - 1) / x.up) * ((y.k1 + y.up - 1) / y.up);
+  const int64_t stage2 = int64_t(tile) * tile * x.k2 * y.k2;
+  return tiles * (stage1 + stage2);
+}
+
+// The tile side: of 32, 16, ..., 1 those whose shared memory fits in 48 KiB (and grid y in its
+// limit); of those down to 8, the one with the fewest multiply-adds (a small output wastes most
+// of a large tile, a small tile recomputes its halo), else the largest; 0: none fits.
 template <typename acc_t>
 int pick_tile(const PassAxis& ax, const PassAxis& ay) {
   if (!fused_sizes_fit(ax, ay)) {
     return 0;
   }
+  int best = 0;
+  int64_t best_cost = 0;
   for (int tile = 32; tile >= 1; tile /= 2) {
     const TileAxis x = tile_axis(ax, tile), y = tile_axis(ay, tile);
-    if (shared_bytes<acc_t>(x, y) <= kMaxSharedBytes && (ay.out + tile - 1) / tile <= kMaxGridYZ) {
-      return tile;
+    if (shared_bytes<acc_t>(x, y) > kMaxSharedBytes || (ay.out + tile - 1) / tile > kMaxGridYZ) {
+      continue;
+    }
+    if (best != 0 && tile < 8) {
+      break;
+    }
+    const int64_t cost = fused_cost(ax, ay, tile);
+    if (best == 0 || cost < best_cost) {
+      best = tile;
+      best_cost = cost;
     }
   }
-  return 0;
+  return best;
 }
 
 template <typename scalar_t, typename acc_t, Pointwise MODE>

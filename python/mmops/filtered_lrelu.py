@@ -67,7 +67,9 @@ def filtered_lrelu(
     """
     fu = _filter2d(filter_up, input, flip_filter, float(up * up))
     fd = _filter2d(filter_down, input, flip_filter, 1.0)
-    clamp_arg: Optional[float] = None if clamp is None else float(clamp)
+    clamp_arg: Optional[float] = None
+    if clamp is not None:
+        clamp_arg = float(clamp)
     return torch.ops.mmops.filtered_lrelu(
         input, fu, fd, bias, int(up), int(down), _pads(padding), float(gain), float(slope), clamp_arg
     )

@@ -106,7 +106,7 @@ TEST(FilteredLrelu, FiniteDifferencesAndSecondOrder) {
   const at::Tensor x0 = at::randn({1, 2, 4, 5}, at::kDouble);
   const at::Tensor b0 = at::randn({2}, at::kDouble);
   const at::Tensor fu = at::rand({4, 4}, at::kDouble), fd = at::rand({4, 4}, at::kDouble);
-  const at::Tensor weights = at::randn({1, 2, 4, 4}, at::kDouble);
+  const at::Tensor weights = at::randn({1, 2, 4, 5}, at::kDouble);
   const auto f = [&](const at::Tensor& x, const at::Tensor& b) {
     return mmops::filtered_lrelu(x, fu, fd, b, c.up, c.down, c.pad, 1.4, 0.2, 3.0);
   };

@@ -86,10 +86,14 @@ def _empty(device, dtype):
     f = dict(dtype=dtype, device=device)
     fu, fd = torch.ones(2, 2, **f), torch.ones(2, 2, **f)
     return [
-        Sample(args_of(torch.randn(0, 3, 4, 5, **f), fu, fd, torch.zeros(3, **f), 2, 2, [1, 1, 1, 1]),
-               out_shapes=[(0, 3, 4, 5)]),
-        Sample(args_of(torch.randn(2, 0, 4, 5, **f), fu, fd, torch.zeros(0, **f), 1, 1, [0, 0, 0, 0]),
-               out_shapes=[(2, 0, 2, 3)]),
+        Sample(
+            args_of(torch.randn(0, 3, 4, 5, **f), fu, fd, torch.zeros(3, **f), 2, 2, [1, 1, 1, 1]),
+            out_shapes=[(0, 3, 4, 5)],
+        ),
+        Sample(
+            args_of(torch.randn(2, 0, 4, 5, **f), fu, fd, torch.zeros(0, **f), 1, 1, [0, 0, 0, 0]),
+            out_shapes=[(2, 0, 2, 3)],
+        ),
         # no input rows: the output reads only the zero padding
         Sample(args_of(torch.randn(1, 2, 0, 3, **f), fu, fd, None, 1, 1, [0, 0, 2, 2]), out_shapes=[(1, 2, 2, 1)]),
     ]
@@ -159,7 +163,9 @@ def _bad_inputs():
         "filter_up_1d": BadInput(_change(1, lambda a: a[1][0]), _message("filter_up to be a 2-D"), meta=True),
         "filter_down_3d": BadInput(_change(2, lambda a: a[2][None]), _message("filter_down to be a 2-D"), meta=True),
         "filter_up_empty": BadInput(_change(1, lambda a: a[1][:0]), _message("non-empty filter_up"), meta=True),
-        "int_filter_down": BadInput(_change(2, lambda a: a[2].int()), _message("filter_down to have a float"), meta=True),
+        "int_filter_down": BadInput(
+            _change(2, lambda a: a[2].int()), _message("filter_down to have a float"), meta=True
+        ),
         "bias_2d": BadInput(_change(3, lambda a: a[3][None]), _message("bias to be a 1-D"), meta=True),
         "bias_size": BadInput(_change(3, lambda a: a[3][:1]), _message("bias of shape \\[C\\] = \\[3\\]"), meta=True),
         "bias_dtype": BadInput(_change(3, lambda a: a[3].double()), _message("bias to have input's dtype"), meta=True),
@@ -274,8 +280,13 @@ def test_known_vectors():
 
 
 def test_output_size_is_mmcvs():
-    for h, up, down, pad0, pad1, fu, fd in [(5, 2, 2, 3, 3, 4, 4), (8, 1, 2, 1, 1, 4, 4), (7, 3, 2, -2, 3, 2, 3),
-                                            (16, 2, 2, 10, 10, 12, 12), (1, 1, 5, 0, 4, 1, 1)]:
+    for h, up, down, pad0, pad1, fu, fd in [
+        (5, 2, 2, 3, 3, 4, 4),
+        (8, 1, 2, 1, 1, 4, 4),
+        (7, 3, 2, -2, 3, 2, 3),
+        (16, 2, 2, 10, 10, 12, 12),
+        (1, 1, 5, 0, 4, 1, 1),
+    ]:
         out = op(torch.zeros(1, 1, h, 2), torch.ones(fu, 1), torch.ones(fd, 1), None, up, down, [0, 0, pad0, pad1])
         # mmcv's _filtered_lrelu_ref: (H * up + pad0 + pad1 - (fu - 1) - (fd - 1) + (down - 1)) // down
         assert out.shape[2] == (h * up + pad0 + pad1 - (fu - 1) - (fd - 1) + (down - 1)) // down
@@ -428,13 +439,15 @@ def test_module_and_scripting():
     )
     x = make_input(1, 2, 5, 5, seed=12)
     b = make_bias(2, seed=12)
-    torch.testing.assert_close(
-        module(x, b), mmops.filtered_lrelu(x, taps, taps, b, 2, 2, 3, clamp=256), rtol=0, atol=0
-    )
+    torch.testing.assert_close(module(x, b), mmops.filtered_lrelu(x, taps, taps, b, 2, 2, 3, clamp=256), rtol=0, atol=0)
     scripted = torch.jit.script(module)
     torch.testing.assert_close(scripted(x, b), module(x, b), rtol=0, atol=0)
-    torch.testing.assert_close(torch.jit.script(mmops.filtered_lrelu)(x, taps, None, b, 2), mmops.filtered_lrelu(
-        x, taps, None, b, 2), rtol=0, atol=0)
+    torch.testing.assert_close(
+        torch.jit.script(mmops.filtered_lrelu)(x, taps, None, b, 2),
+        mmops.filtered_lrelu(x, taps, None, b, 2),
+        rtol=0,
+        atol=0,
+    )
 
 
 def test_strided_and_channels_last_inputs():
@@ -504,6 +517,7 @@ def _emulate_fused(z, k1, k2, ax, ay, tile, mask, record, gain, slope, clamp):
     tile_axis, the input and intermediate tiles, the local tap indices (their bounds asserted:
     an out-of-bounds read would be a bug on the GPU), the mask bytes each tile owns (each
     written exactly once)."""
+
     def sizes(a):
         mid_tile = tile * a["down"] + a["k2"] - 1
         return mid_tile, (mid_tile + a["k1"] - 2) // a["up"] + 2
@@ -582,8 +596,7 @@ def test_cuda_tile_indexing_emulation(index, tile):
     exp = backward_op(go, mask, fu, fd, up, down, pad, gain, slope, [h, w], False)
     bx = _axes(up, down, pad[0], fu.shape[1], fd.shape[1], w, mw, ow, True)
     by = _axes(up, down, pad[2], fu.shape[0], fd.shape[0], h, mh, oh, True)
-    got = _emulate_fused(go[0, 0], fd.flip([0, 1]), fu.flip([0, 1]), bx, by, tile, mask[0, 0], False, gain, slope,
-                         None)
+    got = _emulate_fused(go[0, 0], fd.flip([0, 1]), fu.flip([0, 1]), bx, by, tile, mask[0, 0], False, gain, slope, None)
     torch.testing.assert_close(got, exp[0, 0], rtol=1e-12, atol=1e-12)
 
 
@@ -624,16 +637,18 @@ def test_cuda_stylegan3_shapes_and_second_order():
         x = torch.randn(2, 16, 24, 24, device="cuda", requires_grad=True)
         bias = torch.randn(16, device="cuda", requires_grad=True)
         out = mmops.filtered_lrelu(x, taps, taps, bias, up, down, pad, clamp=256)
-        exp = filtered_lrelu_mmcv_ref(x.detach().cpu(), taps.cpu(), taps.cpu(), bias.detach().cpu(), up, down, pad,
-                                      clamp=256)
+        exp = filtered_lrelu_mmcv_ref(
+            x.detach().cpu(), taps.cpu(), taps.cpu(), bias.detach().cpu(), up, down, pad, clamp=256
+        )
         torch.testing.assert_close(out.double().cpu(), exp, rtol=1e-5, atol=1e-5)
         (g,) = torch.autograd.grad(out.square().sum(), x, create_graph=True)
         gg = torch.autograd.grad(g.square().sum(), [x, bias])
         xd = x.detach().double().cpu().requires_grad_(True)
         bd = bias.detach().double().cpu().requires_grad_(True)
         (h,) = torch.autograd.grad(
-            filtered_lrelu_mmcv_ref(xd, taps.cpu(), taps.cpu(), bd, up, down, pad, clamp=256).square().sum(), xd,
-            create_graph=True
+            filtered_lrelu_mmcv_ref(xd, taps.cpu(), taps.cpu(), bd, up, down, pad, clamp=256).square().sum(),
+            xd,
+            create_graph=True,
         )
         hh = torch.autograd.grad(h.square().sum(), [xd, bd], allow_unused=True, materialize_grads=True)
         for a, b in zip(gg, hh):

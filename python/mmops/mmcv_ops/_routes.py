@@ -491,7 +491,16 @@ def filtered_lrelu(
     from mmops.filtered_lrelu import filtered_lrelu as run
 
     return run(
-        input, filter_up, filter_down, bias, int(up), int(down), padding, float(gain), float(slope), clamp,
+        input,
+        filter_up,
+        filter_down,
+        bias,
+        int(up),
+        int(down),
+        padding,
+        float(gain),
+        float(slope),
+        clamp,
         bool(flip_filter),
     )
 
