@@ -105,7 +105,7 @@ TEST(FilteredLrelu, FiniteDifferencesAndSecondOrder) {
   const Config& c = kConfigs[0];
   const at::Tensor x0 = at::randn({1, 2, 4, 5}, at::kDouble);
   const at::Tensor b0 = at::randn({2}, at::kDouble);
-  const at::Tensor fu = at::rand({4, 4}, at::kDouble), fd = at::rand({4, 4}, at::kDouble);
+  const at::Tensor fu = at::rand({4, 4}, at::kDouble) / 4, fd = at::rand({4, 4}, at::kDouble) / 4;
   const at::Tensor weights = at::randn({1, 2, 4, 5}, at::kDouble);
   const auto f = [&](const at::Tensor& x, const at::Tensor& b) {
     return mmops::filtered_lrelu(x, fu, fd, b, c.up, c.down, c.pad, 1.4, 0.2, 3.0);
@@ -115,6 +115,7 @@ TEST(FilteredLrelu, FiniteDifferencesAndSecondOrder) {
   mmops_test::expect_finite_differences([&](const at::Tensor& b) { return (f(x0, b) * weights).sum(); }, b0);
   // the gradient of |grad_x sum(w * out^2)|^2 w.r.t. the weights w, against finite differences
   const auto penalty = [&](const at::Tensor& w) {
+    const at::AutoGradMode enable_grad(true); // the finite differences run under no_grad
     const at::Tensor xg = x0.clone().requires_grad_(true);
     const at::Tensor out = f(xg, b0);
     const at::Tensor g = torch::autograd::grad({(w * out.pow(2)).sum()}, {xg}, {}, true, true)[0];
