@@ -24,7 +24,7 @@ namespace mmops {
 // gradient, to any order: StyleGAN's R1 penalty); the filters get no gradient.
 at::Tensor filtered_lrelu(const at::Tensor& input, const at::Tensor& filter_up, const at::Tensor& filter_down,
                           const std::optional<at::Tensor>& bias = std::nullopt, int64_t up = 1, int64_t down = 1,
-                          c10::IntArrayRef padding = {0, 0, 0, 0}, double gain = 1.4142135623730951,
-                          double slope = 0.2, std::optional<double> clamp = std::nullopt);
+                          c10::IntArrayRef padding = {0, 0, 0, 0}, double gain = 1.4142135623730951, double slope = 0.2,
+                          std::optional<double> clamp = std::nullopt);
 
 } // namespace mmops

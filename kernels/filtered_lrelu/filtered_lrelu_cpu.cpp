@@ -23,9 +23,9 @@ namespace {
 using namespace filtered_lrelu_math;
 
 enum class Pointwise {
-  kActivate,           // the forward
-  kActivateAndRecord,  // the forward, writing the mask
-  kMasked,             // the backward passes: times the recorded derivative
+  kActivate,          // the forward
+  kActivateAndRecord, // the forward, writing the mask
+  kMasked,            // the backward passes: times the recorded derivative
 };
 
 template <typename scalar_t>

@@ -93,8 +93,8 @@ struct FusedPass {
 // Shared memory of a tile: the input tile, the intermediate tile, both filters.
 template <typename acc_t>
 int64_t shared_bytes(const TileAxis& x, const TileAxis& y) {
-  const int64_t values = int64_t(x.in_tile) * y.in_tile + int64_t(x.mid_tile) * y.mid_tile +
-                         int64_t(x.k1) * y.k1 + int64_t(x.k2) * y.k2;
+  const int64_t values =
+      int64_t(x.in_tile) * y.in_tile + int64_t(x.mid_tile) * y.mid_tile + int64_t(x.k1) * y.k1 + int64_t(x.k2) * y.k2;
   return values * static_cast<int64_t>(sizeof(acc_t));
 }
 
@@ -112,8 +112,8 @@ __device__ void load_filters(const acc_t* __restrict__ k1, const acc_t* __restri
 // The signal rectangle [iy0, iy0 + in_tile_h) x [ix0, ix0 + in_tile_w) of a plane, + b inside the
 // signal, 0 outside.
 template <typename scalar_t, typename acc_t>
-__device__ void load_input_tile(const scalar_t* __restrict__ z, acc_t b, const TileAxis& x, const TileAxis& y,
-                                int iy0, int ix0, acc_t* s_in) {
+__device__ void load_input_tile(const scalar_t* __restrict__ z, acc_t b, const TileAxis& x, const TileAxis& y, int iy0,
+                                int ix0, acc_t* s_in) {
   for (int i = threadIdx.x; i < y.in_tile * x.in_tile; i += blockDim.x) {
     const int iy = iy0 + i / x.in_tile;
     const int ix = ix0 + i % x.in_tile;
@@ -147,8 +147,8 @@ __device__ acc_t stage1_sample(const acc_t* s_in, const acc_t* s_k1, const TileA
 // outside [0, mid) they are 0. The forward writes the mask bytes the tile owns: its first
 // tile * down rows and columns, and the tail of the last tile.
 template <typename acc_t, Pointwise MODE>
-__device__ void upsample_filter_tile(const acc_t* s_in, const acc_t* s_k1, const FusedPass<acc_t>& p, int my0,
-                                     int mx0, int iy0, int ix0, uint8_t* __restrict__ mask, acc_t* s_mid) {
+__device__ void upsample_filter_tile(const acc_t* s_in, const acc_t* s_k1, const FusedPass<acc_t>& p, int my0, int mx0,
+                                     int iy0, int ix0, uint8_t* __restrict__ mask, acc_t* s_mid) {
   const TileAxis& x = p.x;
   const TileAxis& y = p.y;
   const bool last_row = blockIdx.y == gridDim.y - 1;
@@ -240,8 +240,8 @@ __global__ void __launch_bounds__(kThreads)
 bool fused_sizes_fit(const PassAxis& ax, const PassAxis& ay) {
   for (const PassAxis* a : {&ax, &ay}) {
     // the products: a tile's first intermediate (o * down) and signal (i * up) positions
-    const int64_t values[] = {a->in,     a->mid,           a->out,           a->k1,          a->k2,
-                              a->in * a->up, a->out * a->down, std::abs(a->off1), std::abs(a->off2)};
+    const int64_t values[] = {
+        a->in, a->mid, a->out, a->k1, a->k2, a->in * a->up, a->out * a->down, std::abs(a->off1), std::abs(a->off2)};
     if (!std::all_of(std::begin(values), std::end(values), [](int64_t v) { return v < kMaxTiledIndex; })) {
       return false;
     }
@@ -385,15 +385,14 @@ void launch_generic(const scalar_t* z, const scalar_t* bias, const acc_t* k1, co
   if (out_total == 0) {
     return;
   }
-  generic_stage2_kernel<scalar_t, acc_t>
-      <<<blocks_for(out_total), kThreads, 0, stream>>>(s, k2, out, ax, ay, out_total);
+  generic_stage2_kernel<scalar_t, acc_t><<<blocks_for(out_total), kThreads, 0, stream>>>(s, k2, out, ax, ay, out_total);
   C10_CUDA_KERNEL_LAUNCH_CHECK();
 }
 
 // One pass: fused when a tile fits, else generic.
 template <typename scalar_t, Pointwise MODE>
-void run_pass(const at::Tensor& z, const at::Tensor& bias, const at::Tensor& k1, const at::Tensor& k2,
-              uint8_t* mask, at::Tensor& out, const PassAxis& ax, const PassAxis& ay, const FilteredLreluParams& p) {
+void run_pass(const at::Tensor& z, const at::Tensor& bias, const at::Tensor& k1, const at::Tensor& k2, uint8_t* mask,
+              at::Tensor& out, const PassAxis& ax, const PassAxis& ay, const FilteredLreluParams& p) {
   using acc_t = at::opmath_type<scalar_t>;
   const cudaStream_t stream = c10::cuda::getCurrentCUDAStream();
   const scalar_t* zp = z.const_data_ptr<scalar_t>();

@@ -75,15 +75,14 @@ at::Tensor filtered_lrelu(const at::Tensor& input, const at::Tensor& filter_up, 
                           const std::optional<at::Tensor>& bias, int64_t up, int64_t down, c10::IntArrayRef padding,
                           double gain, double slope, std::optional<double> clamp) {
   static const auto op = detail::op_handle<FilteredLreluFn>("mmops::filtered_lrelu");
-  return op.call(input, filter_up, filter_down, bias, up, down, c10::fromIntArrayRefSlow(padding), gain, slope,
-                 clamp);
+  return op.call(input, filter_up, filter_down, bias, up, down, c10::fromIntArrayRefSlow(padding), gain, slope, clamp);
 }
 
 } // namespace mmops
 
-#define MMOPS_FILTERED_LRELU_ENTRIES(m, device)                                                  \
-  m.impl("filtered_lrelu", &public_entry<kernels::filtered_lrelu_forward_##device>);             \
-  m.impl("_filtered_lrelu_forward", &forward_entry<kernels::filtered_lrelu_forward_##device>);   \
+#define MMOPS_FILTERED_LRELU_ENTRIES(m, device)                                                \
+  m.impl("filtered_lrelu", &public_entry<kernels::filtered_lrelu_forward_##device>);           \
+  m.impl("_filtered_lrelu_forward", &forward_entry<kernels::filtered_lrelu_forward_##device>); \
   m.impl("_filtered_lrelu_backward", &backward_entry<kernels::filtered_lrelu_backward_##device>);
 
 MMOPS_REGISTER_DEVICE_ENTRIES(MMOPS_FILTERED_LRELU_ENTRIES)

@@ -65,7 +65,7 @@ struct Config {
   }
 
   static Config saved(AutogradContext* ctx) {
-    return {ctx->saved_data["up"].toInt(),     ctx->saved_data["down"].toInt(),
+    return {ctx->saved_data["up"].toInt(),       ctx->saved_data["down"].toInt(),
             detail::saved_sizes(ctx, "padding"), ctx->saved_data["gain"].toDouble(),
             ctx->saved_data["slope"].toDouble(), detail::saved_sizes(ctx, "input_size")};
   }
@@ -175,9 +175,9 @@ at::Tensor filtered_lrelu_autograd(const at::Tensor& input, const at::Tensor& fi
   return FilteredLreluFunction::apply(input, filter_up, filter_down, bias, up, down, padding, gain, slope, clamp);
 }
 
-at::Tensor filtered_lrelu_backward_autograd(const at::Tensor& grad, const at::Tensor& mask,
-                                            const at::Tensor& filter_up, const at::Tensor& filter_down, int64_t up,
-                                            int64_t down, c10::SymIntArrayRef padding, double gain, double slope,
+at::Tensor filtered_lrelu_backward_autograd(const at::Tensor& grad, const at::Tensor& mask, const at::Tensor& filter_up,
+                                            const at::Tensor& filter_down, int64_t up, int64_t down,
+                                            c10::SymIntArrayRef padding, double gain, double slope,
                                             c10::SymIntArrayRef input_size, bool transpose) {
   refuse_filter_grads(filter_up, filter_down);
   return apply_backward(grad, mask, filter_up, filter_down,

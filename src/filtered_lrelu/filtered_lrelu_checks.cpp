@@ -68,10 +68,9 @@ FilteredLreluParams plan(const c10::SymInt& n, const c10::SymInt& c, const c10::
   TORCH_SYM_CHECK(mid_h.sym_ge(fd_h) & mid_w.sym_ge(fd_w), kOp,
                   "expected an output of at least 1 x 1: the upsampled, padded, up-filtered input (H * up + pad_y0 + "
                   "pad_y1 - filter_up_h + 1 = ",
-                  mid_h, ", W * up + pad_x0 + pad_x1 - filter_up_w + 1 = ", mid_w,
-                  ") must be at least filter_down (", shape_of(filter_down), "); input [N, C, H, W] = [", n, ", ", c,
-                  ", ", h, ", ", w, "], filter_up of shape ", shape_of(filter_up), ", up = ", up,
-                  ", padding = ", padding);
+                  mid_h, ", W * up + pad_x0 + pad_x1 - filter_up_w + 1 = ", mid_w, ") must be at least filter_down (",
+                  shape_of(filter_down), "); input [N, C, H, W] = [", n, ", ", c, ", ", h, ", ", w,
+                  "], filter_up of shape ", shape_of(filter_up), ", up = ", up, ", padding = ", padding);
   TORCH_SYM_CHECK(mid_h.sym_le(kMaxSide) & mid_w.sym_le(kMaxSide), kOp,
                   "expected the upsampled, padded input to be at most 2^31 - 1 on each side, but got ", mid_h, " x ",
                   mid_w, " (input [N, C, H, W] = [", n, ", ", c, ", ", h, ", ", w, "], up = ", up,
@@ -118,8 +117,7 @@ void check_sides(const char* what, const c10::SymInt& h, const c10::SymInt& w) {
 FilteredLreluParams check_filtered_lrelu_forward(const at::Tensor& input, const at::Tensor& filter_up,
                                                  const at::Tensor& filter_down, const std::optional<at::Tensor>& bias,
                                                  int64_t up, int64_t down, c10::SymIntArrayRef padding, double gain,
-                                                 double slope, std::optional<double> clamp,
-                                                 FilteredLreluShape* shape) {
+                                                 double slope, std::optional<double> clamp, FilteredLreluShape* shape) {
   TORCH_CHECK(input.dim() == 4, kOp, "expected input to be a 4-D tensor [N, C, H, W], but got a ", input.dim(),
               "-D tensor of shape ", shape_of(input));
   TORCH_CHECK(at::isFloatingType(input.scalar_type()), kOp, "expected input to have a floating point dtype, but got ",
@@ -174,18 +172,18 @@ FilteredLreluParams check_filtered_lrelu_backward(const at::Tensor& grad, const 
   check_factor("down", down);
   check_padding(padding);
   check_gain_slope(gain, slope);
-  TORCH_CHECK(input_size.size() == 2, kOp, "expected input_size to hold 2 values [H, W], but got ",
-              input_size.size(), " values ", input_size);
+  TORCH_CHECK(input_size.size() == 2, kOp, "expected input_size to hold 2 values [H, W], but got ", input_size.size(),
+              " values ", input_size);
   TORCH_SYM_CHECK(input_size[0].sym_ge(0) & input_size[1].sym_ge(0), kOp,
                   "expected input_size values >= 0, but got input_size = ", input_size);
   check_sides("input_size's", input_size[0], input_size[1]);
   FilteredLreluShape s;
-  FilteredLreluParams p = plan(grad.sym_size(0), grad.sym_size(1), input_size[0], input_size[1], filter_up,
-                               filter_down, up, down, padding, &s);
+  FilteredLreluParams p = plan(grad.sym_size(0), grad.sym_size(1), input_size[0], input_size[1], filter_up, filter_down,
+                               up, down, padding, &s);
   const c10::SymInt& gh = transpose ? s.in_h : s.out_h;
   const c10::SymInt& gw = transpose ? s.in_w : s.out_w;
-  TORCH_SYM_CHECK(grad.sym_size(2).sym_eq(gh) & grad.sym_size(3).sym_eq(gw), kOp, "expected grad of shape [N, C, ",
-                  gh, ", ", gw, "] (", transpose ? "the input's" : "the output's", "), but got ", shape_of(grad));
+  TORCH_SYM_CHECK(grad.sym_size(2).sym_eq(gh) & grad.sym_size(3).sym_eq(gw), kOp, "expected grad of shape [N, C, ", gh,
+                  ", ", gw, "] (", transpose ? "the input's" : "the output's", "), but got ", shape_of(grad));
   TORCH_SYM_CHECK(mask.sym_size(0).sym_eq(s.batch) & mask.sym_size(1).sym_eq(s.channels) &
                       mask.sym_size(2).sym_eq(s.mid_h) & mask.sym_size(3).sym_eq(s.mid_w),
                   kOp, "expected mask of shape [", s.batch, ", ", s.channels, ", ", s.mid_h, ", ", s.mid_w,

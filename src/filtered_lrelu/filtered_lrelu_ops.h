@@ -55,8 +55,8 @@ using FilteredLreluFn = at::Tensor(const at::Tensor&, const at::Tensor&, const a
 // _filtered_lrelu_forward(<the same>) -> (Tensor output, Tensor mask)
 using FilteredLreluForwardFn = std::tuple<at::Tensor, at::Tensor>(const at::Tensor&, const at::Tensor&,
                                                                   const at::Tensor&, const std::optional<at::Tensor>&,
-                                                                  int64_t, int64_t, c10::SymIntArrayRef, double,
-                                                                  double, std::optional<double>);
+                                                                  int64_t, int64_t, c10::SymIntArrayRef, double, double,
+                                                                  std::optional<double>);
 
 // _filtered_lrelu_backward(Tensor grad, Tensor mask, Tensor filter_up, Tensor filter_down, int up, int down,
 //                          SymInt[4] padding, float gain, float slope, SymInt[2] input_size,

@@ -140,8 +140,7 @@ TEST(FilteredLrelu, ErrorsNameTheArgument) {
   EXPECT_ERROR_MENTIONS(mmops::filtered_lrelu(x, f[0], f), "expected filter_up to be a 2-D tensor");
   EXPECT_ERROR_MENTIONS(mmops::filtered_lrelu(x, f, f, at::ones({2})), "expected bias of shape [C] = [3]");
   EXPECT_ERROR_MENTIONS(mmops::filtered_lrelu(x, f, f, std::nullopt, 0), "expected up in [1, 2^16]");
-  EXPECT_ERROR_MENTIONS(mmops::filtered_lrelu(x, f, f, std::nullopt, 1, 1, {0, 0, -3, -3}),
-                        "output of at least 1 x 1");
+  EXPECT_ERROR_MENTIONS(mmops::filtered_lrelu(x, f, f, std::nullopt, 1, 1, {0, 0, -3, -3}), "output of at least 1 x 1");
   EXPECT_ERROR_MENTIONS(mmops::filtered_lrelu(x, f, f, std::nullopt, 1, 1, {0, 0, 0}),
                         "expected padding to hold 4 values");
   EXPECT_ERROR_MENTIONS(mmops::filtered_lrelu(x, f, f, std::nullopt, 1, 1, {1, 1, 1, 1}, -1.0), "gain > 0");
@@ -177,9 +176,8 @@ const mmops_test::CppApiEntry filtered_lrelu_api{
     "mmops::filtered_lrelu", [](const mmops_test::ApiArgs& a) {
       const std::optional<double> clamp = a[9].isNone() ? std::nullopt : std::optional<double>(a[9].toDouble());
       return mmops_test::ApiOutputs{mmops::filtered_lrelu(a[0].toTensor(), a[1].toTensor(), a[2].toTensor(),
-                                                          mmops_test::optional_tensor(a[3]), a[4].toInt(),
-                                                          a[5].toInt(), a[6].toIntVector(), a[7].toDouble(),
-                                                          a[8].toDouble(), clamp)};
+                                                          mmops_test::optional_tensor(a[3]), a[4].toInt(), a[5].toInt(),
+                                                          a[6].toIntVector(), a[7].toDouble(), a[8].toDouble(), clamp)};
     }};
 
 } // namespace
