@@ -249,12 +249,15 @@ bool fused_sizes_fit(const PassAxis& ax, const PassAxis& ay) {
   return true;
 }
 
-// The multiply-adds of a pass with tiles of side `tile` (partial tiles compute in full).
+// The multiply-adds of a pass with tiles of side `tile`, counted per thread slot: a phase over n
+// items takes ceil(n / kThreads) rounds of the whole block (partial tiles compute in full).
 int64_t fused_cost(const PassAxis& ax, const PassAxis& ay, int tile) {
   const TileAxis x = tile_axis(ax, tile), y = tile_axis(ay, tile);
+  const auto slots = [](int64_t n) { return (n + kThreads - 1) / kThreads * kThreads; };
   const int64_t tiles = ((ax.out + tile - 1) / tile) * ((ay.out + tile - 1) / tile);
-  const int64_t stage1 = int64_t(x.mid_tile) * y.mid_tile * ((x.k1 + x.up - 1) / x.up) * ((y.k1 + y.up - 1) / y.up);
-  const int64_t stage2 = int64_t(tile) * tile * x.k2 * y.k2;
+  const int64_t stage1 =
+      slots(int64_t(x.mid_tile) * y.mid_tile) * ((x.k1 + x.up - 1) / x.up) * ((y.k1 + y.up - 1) / y.up);
+  const int64_t stage2 = slots(int64_t(tile) * tile) * x.k2 * y.k2;
   return tiles * (stage1 + stage2);
 }
 
