@@ -651,8 +651,8 @@ def test_cuda_stylegan3_shapes_and_second_order():
             create_graph=True,
         )
         hh = torch.autograd.grad(h.square().sum(), [xd, bd], allow_unused=True, materialize_grads=True)
-        for a, b in zip(gg, hh):
-            torch.testing.assert_close(a.double().cpu(), b, rtol=1e-4, atol=1e-4)
+        for a, b in zip(gg, hh):  # float32 sums of many terms: atol relative to the largest value
+            torch.testing.assert_close(a.double().cpu(), b, rtol=1e-4, atol=1e-4 * b.abs().max().item())
     xs = torch.randn(1, 2, 4, 4, dtype=torch.float64, device="cuda", requires_grad=True)
     bs = torch.randn(2, dtype=torch.float64, device="cuda", requires_grad=True)
     fu = make_filter(4, 4, dtype=torch.float64).cuda()
