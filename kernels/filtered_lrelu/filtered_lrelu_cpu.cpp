@@ -3,8 +3,9 @@
 // intermediate grid in a task-local buffer (stage 1 and the pointwise step),
 // then the outputs from it (stage 2). Sums run over the taps that read the
 // signal only, in the order ky, then kx, accumulating in float (float64 for
-// float64). Planes are independent: the result does not depend on the thread
-// count.
+// float64); the loops are tap-major (one axpy along a row per filter tap) so
+// that they vectorise. Planes are independent: the result does not depend on
+// the thread count.
 
 #include "filtered_lrelu/filtered_lrelu_kernels.h"
 
@@ -14,6 +15,7 @@
 #include <ATen/ops/empty.h>
 #include <ATen/ops/flip.h>
 
+#include <algorithm>
 #include <vector>
 
 namespace mmops {
@@ -43,9 +45,22 @@ struct Pass {
   acc_t gain = 1, slope = 0, clamp = -1;
 };
 
-// Stage 1 and the pointwise step of one plane into mid [ay.mid, ax.mid].
+// The samples j in [lo, hi] with j * step + offset in [0, size) (j in [0, count)).
+struct Range {
+  int64_t lo, hi;
+};
+
+inline Range axis_range(int64_t step, int64_t offset, int64_t size, int64_t count) {
+  // j * step + offset >= 0 and <= size - 1
+  return {std::max<int64_t>(0, -floor_div<int64_t>(offset, step)),
+          std::min<int64_t>(count - 1, floor_div<int64_t>(size - 1 - offset, step))};
+}
+
+// Stage 1 and the pointwise step of one plane into mid [ay.mid, ax.mid]. Tap-major: for each
+// filter tap (ky, kx) an axpy along the row, so every sample sums its taps in the order ky, then
+// kx, as a per-sample loop would, and the inner loop vectorises.
 template <typename scalar_t>
-void upsample_filter_plane(const Pass<scalar_t>& p, int64_t plane, const std::vector<Taps<int64_t>>& x_taps,
+void upsample_filter_plane(const Pass<scalar_t>& p, int64_t plane, std::vector<at::opmath_type<scalar_t>>& z_row,
                            std::vector<at::opmath_type<scalar_t>>& mid) {
   using acc_t = at::opmath_type<scalar_t>;
   const PassAxis& ax = p.ax;
@@ -53,55 +68,67 @@ void upsample_filter_plane(const Pass<scalar_t>& p, int64_t plane, const std::ve
   const scalar_t* z = p.z + plane * ay.in * ax.in;
   const acc_t b = p.bias != nullptr ? static_cast<acc_t>(p.bias[plane % p.channels]) : acc_t(0);
   uint8_t* mask = p.mask != nullptr ? p.mask + plane * ay.mid * ax.mid : nullptr;
+  std::fill(mid.begin(), mid.end(), acc_t(0));
   for (int64_t my = 0; my < ay.mid; ++my) {
     const Taps<int64_t> ty = axis_taps<int64_t>(my + ay.off1, ay.up, ay.k1, ay.in);
-    for (int64_t mx = 0; mx < ax.mid; ++mx) {
-      const Taps<int64_t>& tx = x_taps[mx];
-      acc_t acc = 0;
-      for (int64_t jy = 0; jy < ty.count; ++jy) {
-        const scalar_t* row = z + (ty.i0 + jy) * ax.in + tx.i0;
-        // the flipped filter's tap (ky, kx) is k1[k1_h - 1 - ky][k1_w - 1 - kx]
-        const acc_t* k_row = p.k1 + (ay.k1 - 1 - (ty.k0 + jy * ay.up)) * ax.k1 + (ax.k1 - 1 - tx.k0);
-        for (int64_t jx = 0; jx < tx.count; ++jx) {
-          acc += (static_cast<acc_t>(row[jx]) + b) * k_row[-jx * ax.up];
+    acc_t* t_row = mid.data() + my * ax.mid;
+    for (int64_t jy = 0; jy < ty.count; ++jy) {
+      const scalar_t* in_row = z + (ty.i0 + jy) * ax.in;
+      for (int64_t c = 0; c < ax.in; ++c) {
+        z_row[c] = static_cast<acc_t>(in_row[c]) + b;
+      }
+      // the flipped filter's tap (ky, kx) is k1[k1_h - 1 - ky][k1_w - 1 - kx]
+      const acc_t* k_row = p.k1 + (ay.k1 - 1 - (ty.k0 + jy * ay.up)) * ax.k1;
+      for (int64_t kx = 0; kx < ax.k1; ++kx) {
+        const acc_t w = k_row[ax.k1 - 1 - kx];
+        // sample mx reads input c where mx + off1 + kx = c * up: mx = c * up - off1 - kx
+        const int64_t offset = -ax.off1 - kx;
+        const Range r = axis_range(ax.up, offset, ax.mid, ax.in);
+        for (int64_t c = r.lo; c <= r.hi; ++c) {
+          t_row[c * ax.up + offset] += z_row[c] * w;
         }
       }
-      const int64_t m = my * ax.mid + mx;
-      if (p.mode == Pointwise::kMasked) {
-        acc *= mask_factor<acc_t>(mask[m], p.gain, p.slope);
-      } else {
-        uint8_t code = 0;
-        acc = lrelu_gain_clamp<acc_t>(acc, p.gain, p.slope, p.clamp, code);
-        if (p.mode == Pointwise::kActivateAndRecord) {
-          mask[m] = code;
-        }
+    }
+  }
+  for (int64_t m = 0; m < ay.mid * ax.mid; ++m) {
+    if (p.mode == Pointwise::kMasked) {
+      mid[m] *= mask_factor<acc_t>(mask[m], p.gain, p.slope);
+    } else {
+      uint8_t code = 0;
+      mid[m] = lrelu_gain_clamp<acc_t>(mid[m], p.gain, p.slope, p.clamp, code);
+      if (p.mode == Pointwise::kActivateAndRecord) {
+        mask[m] = code;
       }
-      mid[m] = acc;
     }
   }
 }
 
-// Stage 2 of one plane from mid.
+// Stage 2 of one plane from mid, tap-major as stage 1 (acc_row: one output row in acc_t).
 template <typename scalar_t>
-void filter_downsample_plane(const Pass<scalar_t>& p, int64_t plane, const std::vector<Taps<int64_t>>& x_taps,
-                             const std::vector<at::opmath_type<scalar_t>>& mid) {
+void filter_downsample_plane(const Pass<scalar_t>& p, int64_t plane, const std::vector<at::opmath_type<scalar_t>>& mid,
+                             std::vector<at::opmath_type<scalar_t>>& acc_row) {
   using acc_t = at::opmath_type<scalar_t>;
   const PassAxis& ax = p.ax;
   const PassAxis& ay = p.ay;
   scalar_t* out = p.out + plane * ay.out * ax.out;
   for (int64_t oy = 0; oy < ay.out; ++oy) {
     const Taps<int64_t> ty = axis_taps<int64_t>(oy * ay.down + ay.off2, 1, ay.k2, ay.mid);
-    for (int64_t ox = 0; ox < ax.out; ++ox) {
-      const Taps<int64_t>& tx = x_taps[ox];
-      acc_t acc = 0;
-      for (int64_t jy = 0; jy < ty.count; ++jy) {
-        const acc_t* row = mid.data() + (ty.i0 + jy) * ax.mid + tx.i0;
-        const acc_t* k_row = p.k2 + (ay.k2 - 1 - (ty.k0 + jy)) * ax.k2 + (ax.k2 - 1 - tx.k0);
-        for (int64_t jx = 0; jx < tx.count; ++jx) {
-          acc += row[jx] * k_row[-jx];
+    std::fill(acc_row.begin(), acc_row.end(), acc_t(0));
+    for (int64_t jy = 0; jy < ty.count; ++jy) {
+      const acc_t* t_row = mid.data() + (ty.i0 + jy) * ax.mid;
+      const acc_t* k_row = p.k2 + (ay.k2 - 1 - (ty.k0 + jy)) * ax.k2;
+      for (int64_t kx = 0; kx < ax.k2; ++kx) {
+        const acc_t w = k_row[ax.k2 - 1 - kx];
+        // output ox reads mid position ox * down + off2 + kx
+        const int64_t offset = ax.off2 + kx;
+        const Range r = axis_range(ax.down, offset, ax.mid, ax.out);
+        for (int64_t ox = r.lo; ox <= r.hi; ++ox) {
+          acc_row[ox] += t_row[ox * ax.down + offset] * w;
         }
       }
-      out[oy * ax.out + ox] = static_cast<scalar_t>(acc);
+    }
+    for (int64_t ox = 0; ox < ax.out; ++ox) {
+      out[oy * ax.out + ox] = static_cast<scalar_t>(acc_row[ox]);
     }
   }
 }
@@ -110,17 +137,10 @@ template <typename scalar_t>
 void run_pass(const Pass<scalar_t>& p) {
   using acc_t = at::opmath_type<scalar_t>;
   at::parallel_for(0, p.planes, 1, [&](int64_t begin, int64_t end) {
-    std::vector<Taps<int64_t>> x1(p.ax.mid), x2(p.ax.out);
-    for (int64_t mx = 0; mx < p.ax.mid; ++mx) {
-      x1[mx] = axis_taps<int64_t>(mx + p.ax.off1, p.ax.up, p.ax.k1, p.ax.in);
-    }
-    for (int64_t ox = 0; ox < p.ax.out; ++ox) {
-      x2[ox] = axis_taps<int64_t>(ox * p.ax.down + p.ax.off2, 1, p.ax.k2, p.ax.mid);
-    }
-    std::vector<acc_t> mid(p.ay.mid * p.ax.mid);
+    std::vector<acc_t> mid(p.ay.mid * p.ax.mid), z_row(p.ax.in), acc_row(p.ax.out);
     for (int64_t plane = begin; plane < end; ++plane) {
-      upsample_filter_plane(p, plane, x1, mid);
-      filter_downsample_plane(p, plane, x2, mid);
+      upsample_filter_plane(p, plane, z_row, mid);
+      filter_downsample_plane(p, plane, mid, acc_row);
     }
   });
 }
