@@ -102,6 +102,13 @@ def calls(device, low):
         ),
         # --- bias_act (low-precision input with a float32 bias) ---
         ("bias_act", lambda x, b: ops.bias_act(x, b, 1, "lrelu", None, None, 256.0), (x, x[0, :, 0, 0].float()), low),
+        # --- filtered_lrelu (float32 filters and bias with low-precision input) ---
+        (
+            "filtered_lrelu",
+            lambda x, b: ops.filtered_lrelu(x, blur * 4, blur, b, 2, 2, [2, 2, 2, 2], 2**0.5, 0.2, 256.0),
+            (x, x[0, :, 0, 0].float()),
+            low,
+        ),
     ]
 
 

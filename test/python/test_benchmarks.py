@@ -83,6 +83,8 @@ SMALL_RUNS = {
     "fused_bias_leakyrelu": ["--cases", "cpu_64x32"],
     # --- bias_act ---
     "bias_act": ["--cases", "cpu_64x32_clamp", "--acts", "lrelu"],
+    # --- filtered_lrelu ---
+    "filtered_lrelu": ["--cases", "cpu_crit_32x24", "--filters", "sinc"],
 }
 FIELDS = {"benchmark", "device", "op", "dtype", "case", "baseline", "times_ms", "ratios", "check"}
 

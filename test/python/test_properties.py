@@ -284,8 +284,9 @@ def _references():
     }
 
 
-def _stylegan_references():  # --- upfirdn2d, fused_bias_leakyrelu, bias_act ---
+def _stylegan_references():  # --- upfirdn2d, fused_bias_leakyrelu, bias_act, filtered_lrelu ---
     from bias_act_reference import bias_act_ref
+    from filtered_lrelu_reference import filtered_lrelu_ref
     from fused_bias_leakyrelu_reference import fused_bias_leakyrelu_ref
     from upfirdn2d_reference import upfirdn2d_ref
 
@@ -293,6 +294,7 @@ def _stylegan_references():  # --- upfirdn2d, fused_bias_leakyrelu, bias_act ---
         "mmops::upfirdn2d": upfirdn2d_ref,
         "mmops::fused_bias_leakyrelu": fused_bias_leakyrelu_ref,
         "mmops::bias_act": bias_act_ref,
+        "mmops::filtered_lrelu": filtered_lrelu_ref,
     }
 
 

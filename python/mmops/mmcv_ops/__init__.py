@@ -103,6 +103,8 @@ _MODULE_FUNCTION_ROUTES: List[Tuple[str, str, Any]] = [
     ("mmcv.ops.fused_bias_leakyrelu", "fused_bias_leakyrelu", _routes.fused_bias_leakyrelu),
     # --- bias_act (mmcv's runs its composite off CUDA, its per-call Functions on CUDA) ---
     ("mmcv.ops.bias_act", "bias_act", _routes.bias_act),
+    # --- filtered_lrelu (mmcv's runs its composite off CUDA, a per-call Function on CUDA) ---
+    ("mmcv.ops.filtered_lrelu", "filtered_lrelu", _routes.filtered_lrelu),
 ]
 
 _MISSING = object()

@@ -469,6 +469,42 @@ def fused_bias_leakyrelu(input: Tensor, bias: Tensor, negative_slope: float = 0.
     return run(input, bias, float(negative_slope), float(scale))
 
 
+# --- filtered_lrelu ---
+def filtered_lrelu(
+    input: Tensor,
+    filter_up: Optional[Tensor] = None,
+    filter_down: Optional[Tensor] = None,
+    bias: Optional[Tensor] = None,
+    up: int = 1,
+    down: int = 1,
+    padding: Any = 0,
+    gain: float = 2**0.5,
+    slope: float = 0.2,
+    clamp: Optional[float] = None,
+    flip_filter: bool = False,
+    use_custom_op: bool = True,
+) -> Tensor:
+    """mmcv.ops.filtered_lrelu (StyleGAN3; filters [fh, fw], [taps] or None; padding int,
+    [x, y] or [x0, x1, y0, y1]) on every device through mmops's op (mmcv: a CUDA kernel for
+    float16 / float32, else its composite), differentiable w.r.t. input and bias, the
+    gradient again to any order; use_custom_op is accepted and ignored."""
+    from mmops.filtered_lrelu import filtered_lrelu as run
+
+    return run(
+        input,
+        filter_up,
+        filter_down,
+        bias,
+        int(up),
+        int(down),
+        padding,
+        float(gain),
+        float(slope),
+        clamp,
+        bool(flip_filter),
+    )
+
+
 # --- bias_act ---
 def bias_act(
     input: Tensor,
