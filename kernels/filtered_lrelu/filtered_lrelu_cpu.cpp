@@ -145,12 +145,12 @@ void run_pass(const Pass<scalar_t>& p) {
   });
 }
 
-at::Tensor filter_in(const at::Tensor& filter, at::ScalarType dtype, bool flip) {
+} // namespace
+
+at::Tensor filtered_lrelu_filter(const at::Tensor& filter, at::ScalarType dtype, bool flip) {
   const at::Tensor f = filter.to(at::toOpMathType(dtype));
   return (flip ? at::flip(f, {0, 1}) : f).contiguous();
 }
-
-} // namespace
 
 std::tuple<at::Tensor, at::Tensor> filtered_lrelu_forward_cpu(const at::Tensor& input_, const at::Tensor& filter_up,
                                                               const at::Tensor& filter_down,
@@ -168,8 +168,8 @@ std::tuple<at::Tensor, at::Tensor> filtered_lrelu_forward_cpu(const at::Tensor& 
   const at::Tensor bias = bias_.has_value() ? bias_->contiguous() : at::Tensor();
   AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, input.scalar_type(), "mmops::filtered_lrelu (CPU)", [&] {
     using acc_t = at::opmath_type<scalar_t>;
-    const at::Tensor k1 = filter_in(filter_up, input.scalar_type(), false);
-    const at::Tensor k2 = filter_in(filter_down, input.scalar_type(), false);
+    const at::Tensor k1 = filtered_lrelu_filter(filter_up, input.scalar_type(), false);
+    const at::Tensor k2 = filtered_lrelu_filter(filter_down, input.scalar_type(), false);
     Pass<scalar_t> pass;
     pass.z = input.const_data_ptr<scalar_t>();
     pass.bias = bias.defined() ? bias.const_data_ptr<scalar_t>() : nullptr;
@@ -204,8 +204,8 @@ at::Tensor filtered_lrelu_backward_cpu(const at::Tensor& grad_, const at::Tensor
       at::kHalf, at::kBFloat16, grad.scalar_type(), "mmops::_filtered_lrelu_backward (CPU)", [&] {
         using acc_t = at::opmath_type<scalar_t>;
         // the gradient of input runs the filters in reverse order, flipped
-        const at::Tensor k1 = filter_in(transpose ? filter_up : filter_down, grad.scalar_type(), !transpose);
-        const at::Tensor k2 = filter_in(transpose ? filter_down : filter_up, grad.scalar_type(), !transpose);
+        const at::Tensor k1 = filtered_lrelu_filter(transpose ? filter_up : filter_down, grad.scalar_type(), !transpose);
+        const at::Tensor k2 = filtered_lrelu_filter(transpose ? filter_down : filter_up, grad.scalar_type(), !transpose);
         Pass<scalar_t> pass;
         pass.z = grad.const_data_ptr<scalar_t>();
         pass.k1 = k1.const_data_ptr<acc_t>();

@@ -29,7 +29,6 @@
 #include <ATen/Dispatch.h>
 #include <ATen/OpMathType.h>
 #include <ATen/ops/empty.h>
-#include <ATen/ops/flip.h>
 #include <c10/cuda/CUDAException.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
@@ -412,11 +411,6 @@ void run_pass(const at::Tensor& z, const at::Tensor& bias, const at::Tensor& k1,
   }
 }
 
-at::Tensor filter_in(const at::Tensor& filter, at::ScalarType dtype, bool flip) {
-  const at::Tensor f = filter.to(at::toOpMathType(dtype));
-  return (flip ? at::flip(f, {0, 1}) : f).contiguous();
-}
-
 } // namespace
 
 std::tuple<at::Tensor, at::Tensor> filtered_lrelu_forward_cuda(const at::Tensor& input_, const at::Tensor& filter_up,
@@ -436,8 +430,8 @@ std::tuple<at::Tensor, at::Tensor> filtered_lrelu_forward_cuda(const at::Tensor&
   const at::Tensor bias = bias_.has_value() ? bias_->contiguous() : at::Tensor();
   const PassAxis ax = forward_axis(p, false), ay = forward_axis(p, true);
   AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, input.scalar_type(), "mmops::filtered_lrelu (CUDA)", [&] {
-    const at::Tensor k1 = filter_in(filter_up, input.scalar_type(), false);
-    const at::Tensor k2 = filter_in(filter_down, input.scalar_type(), false);
+    const at::Tensor k1 = filtered_lrelu_filter(filter_up, input.scalar_type(), false);
+    const at::Tensor k2 = filtered_lrelu_filter(filter_down, input.scalar_type(), false);
     if (write_mask) {
       run_pass<scalar_t, Pointwise::kActivateAndRecord>(input, bias, k1, k2, mask.mutable_data_ptr<uint8_t>(), output,
                                                         ax, ay, p);
@@ -462,8 +456,8 @@ at::Tensor filtered_lrelu_backward_cuda(const at::Tensor& grad_, const at::Tenso
   AT_DISPATCH_FLOATING_TYPES_AND2(
       at::kHalf, at::kBFloat16, grad.scalar_type(), "mmops::_filtered_lrelu_backward (CUDA)", [&] {
         // the gradient of input runs the filters in reverse order, flipped
-        const at::Tensor k1 = filter_in(transpose ? filter_up : filter_down, grad.scalar_type(), !transpose);
-        const at::Tensor k2 = filter_in(transpose ? filter_down : filter_up, grad.scalar_type(), !transpose);
+        const at::Tensor k1 = filtered_lrelu_filter(transpose ? filter_up : filter_down, grad.scalar_type(), !transpose);
+        const at::Tensor k2 = filtered_lrelu_filter(transpose ? filter_down : filter_up, grad.scalar_type(), !transpose);
         // read only (kMasked)
         uint8_t* m = const_cast<uint8_t*>(mask.const_data_ptr<uint8_t>());
         run_pass<scalar_t, Pointwise::kMasked>(grad, at::Tensor(), k1, k2, m, result, ax, ay, p);

@@ -28,6 +28,10 @@ at::Tensor filtered_lrelu_backward_cpu(const at::Tensor& grad, const at::Tensor&
                                        const at::Tensor& filter_down, const FilteredLreluParams& params,
                                        bool transpose);
 
+// A filter as the kernels read it (both devices): in the accumulation type of
+// dtype, contiguous, flipped along both axes when flip.
+at::Tensor filtered_lrelu_filter(const at::Tensor& filter, at::ScalarType dtype, bool flip);
+
 #ifdef MMOPS_WITH_CUDA
 std::tuple<at::Tensor, at::Tensor> filtered_lrelu_forward_cuda(const at::Tensor& input, const at::Tensor& filter_up,
                                                                const at::Tensor& filter_down,

@@ -16,6 +16,8 @@
 // flip(filter_down), mid, up, pad0 + 1 - fu, flip(filter_up)); the adjoint of
 // that gradient (double backward) has the forward's geometry.
 
+#include "common/fir_taps.h"
+
 #include <c10/macros/Macros.h>
 
 #include <cstdint>
@@ -35,17 +37,8 @@ constexpr uint8_t kPositive = 0; // gain
 constexpr uint8_t kNegative = 1; // gain * slope
 constexpr uint8_t kClamped = 2;  // 0
 
-template <typename index_t>
-C10_HOST_DEVICE inline index_t floor_div(index_t a, index_t b) { // b > 0
-  const index_t q = a / b;
-  return (a % b != 0 && a < 0) ? q - 1 : q;
-}
-
-template <typename index_t>
-C10_HOST_DEVICE inline index_t floor_mod(index_t a, index_t b) { // b > 0, result in [0, b)
-  const index_t r = a % b;
-  return r < 0 ? r + b : r;
-}
+using fir::floor_div;
+using fir::floor_mod;
 
 // One axis of a fused pass (see above).
 struct PassAxis {
@@ -56,30 +49,14 @@ struct PassAxis {
 };
 
 template <typename index_t>
-struct Taps {
-  index_t k0;    // the first tap that reads the signal (k of the formulas above)
-  index_t i0;    // the signal index it reads
-  index_t count; // taps k0 + j * up read i0 + j, j in [0, count)
-};
+using Taps = fir::FirTaps<index_t>;
 
 // The taps k in [0, ksize) whose position pos + k in the zero-inserted signal
-// (factor up) is a multiple of up with an index in [0, in). Stage 2 is the
-// case up = 1 (in = mid).
+// (factor up) is a multiple of up with an index in [0, in) (common/fir_taps.h).
+// Stage 2 is the case up = 1 (in = mid).
 template <typename index_t>
 C10_HOST_DEVICE inline Taps<index_t> axis_taps(index_t pos, index_t up, index_t ksize, index_t in) {
-  index_t k0 = floor_mod(-pos, up);
-  index_t i0 = floor_div(pos + k0, up);
-  index_t count = k0 < ksize ? (ksize - k0 + up - 1) / up : 0;
-  if (i0 < 0) { // skip the taps before the signal
-    const index_t skip = -i0;
-    k0 += skip * up;
-    i0 = 0;
-    count = count > skip ? count - skip : 0;
-  }
-  if (i0 + count > in) {
-    count = in > i0 ? in - i0 : 0;
-  }
-  return {k0, i0, count};
+  return fir::fir_taps(pos, up, ksize, in);
 }
 
 // The forward's pointwise step: leaky ReLU (slope below 0), times gain, then

@@ -4,9 +4,9 @@
 // Along one axis, output o reads the zero-inserted, padded signal u at
 // positions m = o * down - pad0 + k (k in [0, K), the flipped kernel's tap),
 // and u[m] is input[m / up] when m is a multiple of up (and m / up in
-// [0, in)), else 0. So only the taps k = k0 + j * up (j = 0, 1, ...) with
-// k0 = (-(o * down - pad0)) mod up read input, at i = i0 + j. AxisTaps holds
-// that run, clipped to the taps that fall inside the input.
+// [0, in)), else 0: the taps of common/fir_taps.h at pos = o * down - pad0.
+
+#include "common/fir_taps.h"
 
 #include <c10/macros/Macros.h>
 
@@ -21,43 +21,16 @@ constexpr int64_t kMaxFactor = int64_t(1) << 16;     // up, down
 constexpr int64_t kMaxPad = int64_t(1) << 40;        // |pad|
 constexpr int64_t kMaxSide = (int64_t(1) << 31) - 1; // H, W, the padded upsampled sides
 
+using fir::floor_div;
+using fir::floor_mod;
 template <typename index_t>
-C10_HOST_DEVICE inline index_t floor_div(index_t a, index_t b) { // b > 0
-  const index_t q = a / b;
-  return (a % b != 0 && a < 0) ? q - 1 : q;
-}
-
-template <typename index_t>
-C10_HOST_DEVICE inline index_t floor_mod(index_t a, index_t b) { // b > 0, result in [0, b)
-  const index_t r = a % b;
-  return r < 0 ? r + b : r;
-}
-
-template <typename index_t>
-struct AxisTaps {
-  index_t k0;    // the first tap that reads input (index into the flipped kernel)
-  index_t i0;    // the input index it reads
-  index_t count; // taps k0 + j * up, inputs i0 + j, j in [0, count)
-};
+using AxisTaps = fir::FirTaps<index_t>;
 
 // The taps of output o along an axis (in: the input's size, ksize: the kernel's).
 template <typename index_t>
 C10_HOST_DEVICE inline AxisTaps<index_t> axis_taps(index_t o, index_t up, index_t down, index_t pad0, index_t ksize,
                                                    index_t in) {
-  const index_t m = o * down - pad0;
-  index_t k0 = floor_mod(-m, up);
-  index_t i0 = floor_div(m + k0, up);
-  index_t count = k0 < ksize ? (ksize - k0 + up - 1) / up : 0;
-  if (i0 < 0) { // skip the taps before the input
-    const index_t skip = -i0;
-    k0 += skip * up;
-    i0 = 0;
-    count = count > skip ? count - skip : 0;
-  }
-  if (i0 + count > in) {
-    count = in > i0 ? in - i0 : 0;
-  }
-  return {k0, i0, count};
+  return fir::fir_taps(o * down - pad0, up, ksize, in);
 }
 
 // The output size along an axis: (in * up + pad0 + pad1 - ksize) / down + 1

@@ -5,38 +5,12 @@ from typing import List, Optional, Union
 import torch
 from torch import Tensor, nn
 
+from ._utils import fir_filter_2d, fir_padding
+
 # TorchScript: an int or a list; eager Python takes tuples too
 IntOrSeq = Union[int, List[int]]
 
 SQRT2 = 1.4142135623730951
-
-
-def _pads(padding: IntOrSeq) -> List[int]:
-    """[x0, x1, y0, y1] from an int, a pair [x, y] or four values (mmcv's convention)."""
-    if isinstance(padding, int):
-        return [padding, padding, padding, padding]
-    values = [int(v) for v in padding]
-    if len(values) == 2:
-        return [values[0], values[0], values[1], values[1]]
-    if len(values) != 4:
-        raise ValueError(f"mmops.filtered_lrelu: padding must be an int, [x, y] or [x0, x1, y0, y1], got {values}")
-    return values
-
-
-def _filter2d(filter: Optional[Tensor], like: Tensor, flip: bool, gain: float) -> Tensor:
-    """The op's 2-D filter from mmcv's [fh, fw] (non-separable), [taps] (separable: the
-    same taps along x and y) or None (identity), flipped for correlation, times gain."""
-    if filter is None:
-        f = torch.ones(1, 1, dtype=torch.float32, device=like.device)
-    elif filter.dim() == 1:
-        f = torch.outer(filter, filter)
-    else:
-        f = filter
-    if flip:
-        f = f.flip([0, 1])
-    if gain != 1:
-        f = f * gain
-    return f
 
 
 def filtered_lrelu(
@@ -65,13 +39,22 @@ def filtered_lrelu(
     ignored (mmops is the custom op). Differentiable w.r.t. input and bias, the gradient
     again w.r.t. the incoming gradient to any order; the filters get no gradient.
     """
-    fu = _filter2d(filter_up, input, flip_filter, float(up * up))
-    fd = _filter2d(filter_down, input, flip_filter, 1.0)
+    fu = fir_filter_2d(filter_up, input.device, flip_filter, float(up * up))
+    fd = fir_filter_2d(filter_down, input.device, flip_filter, 1.0)
     clamp_arg: Optional[float] = None
     if clamp is not None:
         clamp_arg = float(clamp)
     return torch.ops.mmops.filtered_lrelu(
-        input, fu, fd, bias, int(up), int(down), _pads(padding), float(gain), float(slope), clamp_arg
+        input,
+        fu,
+        fd,
+        bias,
+        int(up),
+        int(down),
+        fir_padding(padding, "filtered_lrelu"),
+        float(gain),
+        float(slope),
+        clamp_arg,
     )
 
 
@@ -92,14 +75,15 @@ class FilteredLReLU(nn.Module):
         flip_filter: bool = False,
     ) -> None:
         super().__init__()
-        like = torch.empty(0)
-        fu = None if filter_up is None else torch.as_tensor(filter_up, dtype=torch.float32)
-        fd = None if filter_down is None else torch.as_tensor(filter_down, dtype=torch.float32)
-        self.register_buffer("filter_up", _filter2d(fu, like, flip_filter, float(up * up)))
-        self.register_buffer("filter_down", _filter2d(fd, like, flip_filter, 1.0))
+        # copies: the buffers never share memory with the caller's filters
+        fu = None if filter_up is None else torch.as_tensor(filter_up, dtype=torch.float32).clone()
+        fd = None if filter_down is None else torch.as_tensor(filter_down, dtype=torch.float32).clone()
+        cpu = torch.device("cpu")
+        self.register_buffer("filter_up", fir_filter_2d(fu, cpu, flip_filter, float(up * up)))
+        self.register_buffer("filter_down", fir_filter_2d(fd, cpu, flip_filter, 1.0))
         self.up = int(up)
         self.down = int(down)
-        self.padding = _pads(padding)
+        self.padding = fir_padding(padding, "filtered_lrelu")
         self.gain = float(gain)
         self.slope = float(slope)
         self.clamp: Optional[float] = None if clamp is None else float(clamp)

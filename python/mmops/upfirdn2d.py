@@ -5,6 +5,8 @@ from typing import List, Optional, Union
 import torch
 from torch import Tensor, nn
 
+from ._utils import fir_filter_2d, fir_padding
+
 # TorchScript: an int or a list; eager Python takes tuples too
 IntOrSeq = Union[int, List[int]]
 
@@ -16,18 +18,6 @@ def _factors(value: IntOrSeq, name: str) -> List[int]:
     values = [int(v) for v in value]
     if len(values) != 2:
         raise ValueError(f"mmops.upfirdn2d: {name} must be an int or a pair [x, y], got {values}")
-    return values
-
-
-def _pads(padding: IntOrSeq) -> List[int]:
-    """[x0, x1, y0, y1] from an int, a pair [x, y] or four values (mmcv's convention)."""
-    if isinstance(padding, int):
-        return [padding, padding, padding, padding]
-    values = [int(v) for v in padding]
-    if len(values) == 2:
-        return [values[0], values[0], values[1], values[1]]
-    if len(values) != 4:
-        raise ValueError(f"mmops.upfirdn2d: padding must be an int, [x, y] or [x0, x1, y0, y1], got {values}")
     return values
 
 
@@ -50,17 +40,10 @@ def upfirdn2d(
     gain: scales the result. Differentiable w.r.t. input to any order; the filter
     gets no gradient.
     """
-    if filter is None:
-        kernel = torch.ones(1, 1, dtype=torch.float32, device=input.device)
-    elif filter.dim() == 1:
-        kernel = torch.outer(filter, filter)
-    else:
-        kernel = filter
-    if flip_filter:
-        kernel = kernel.flip([0, 1])
-    if gain != 1:
-        kernel = kernel * gain
-    return torch.ops.mmops.upfirdn2d(input, kernel, _factors(up, "up"), _factors(down, "down"), _pads(padding))
+    kernel = fir_filter_2d(filter, input.device, flip_filter, gain)
+    return torch.ops.mmops.upfirdn2d(
+        input, kernel, _factors(up, "up"), _factors(down, "down"), fir_padding(padding, "upfirdn2d")
+    )
 
 
 class UpFirDn2d(nn.Module):
@@ -85,7 +68,7 @@ class UpFirDn2d(nn.Module):
         self.register_buffer("kernel", kernel * gain)
         self.up = _factors(up, "up")
         self.down = _factors(down, "down")
-        self.padding = _pads(padding)
+        self.padding = fir_padding(padding, "upfirdn2d")
 
     def forward(self, input: Tensor) -> Tensor:
         return upfirdn2d(input, self.kernel, self.up, self.down, self.padding)
