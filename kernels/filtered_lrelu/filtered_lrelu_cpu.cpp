@@ -204,8 +204,10 @@ at::Tensor filtered_lrelu_backward_cpu(const at::Tensor& grad_, const at::Tensor
       at::kHalf, at::kBFloat16, grad.scalar_type(), "mmops::_filtered_lrelu_backward (CPU)", [&] {
         using acc_t = at::opmath_type<scalar_t>;
         // the gradient of input runs the filters in reverse order, flipped
-        const at::Tensor k1 = filtered_lrelu_filter(transpose ? filter_up : filter_down, grad.scalar_type(), !transpose);
-        const at::Tensor k2 = filtered_lrelu_filter(transpose ? filter_down : filter_up, grad.scalar_type(), !transpose);
+        const at::Tensor k1 =
+            filtered_lrelu_filter(transpose ? filter_up : filter_down, grad.scalar_type(), !transpose);
+        const at::Tensor k2 =
+            filtered_lrelu_filter(transpose ? filter_down : filter_up, grad.scalar_type(), !transpose);
         Pass<scalar_t> pass;
         pass.z = grad.const_data_ptr<scalar_t>();
         pass.k1 = k1.const_data_ptr<acc_t>();

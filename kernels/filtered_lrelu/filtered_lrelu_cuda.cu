@@ -456,8 +456,10 @@ at::Tensor filtered_lrelu_backward_cuda(const at::Tensor& grad_, const at::Tenso
   AT_DISPATCH_FLOATING_TYPES_AND2(
       at::kHalf, at::kBFloat16, grad.scalar_type(), "mmops::_filtered_lrelu_backward (CUDA)", [&] {
         // the gradient of input runs the filters in reverse order, flipped
-        const at::Tensor k1 = filtered_lrelu_filter(transpose ? filter_up : filter_down, grad.scalar_type(), !transpose);
-        const at::Tensor k2 = filtered_lrelu_filter(transpose ? filter_down : filter_up, grad.scalar_type(), !transpose);
+        const at::Tensor k1 =
+            filtered_lrelu_filter(transpose ? filter_up : filter_down, grad.scalar_type(), !transpose);
+        const at::Tensor k2 =
+            filtered_lrelu_filter(transpose ? filter_down : filter_up, grad.scalar_type(), !transpose);
         // read only (kMasked)
         uint8_t* m = const_cast<uint8_t*>(mask.const_data_ptr<uint8_t>());
         run_pass<scalar_t, Pointwise::kMasked>(grad, at::Tensor(), k1, k2, m, result, ax, ay, p);
