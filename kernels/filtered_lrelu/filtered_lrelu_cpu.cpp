@@ -3,8 +3,9 @@
 // intermediate grid in a task-local buffer (stage 1 and the pointwise step),
 // then the outputs from it (stage 2). Sums run over the taps that read the
 // signal only, in the order ky, then kx, accumulating in float (float64 for
-// float64); the loops are tap-major (one axpy along a row per filter tap) so
-// that they vectorise. Planes are independent: the result does not depend on
+// float64); the loops are tap-major (one axpy along a row per filter tap) and
+// rows are kept split by phase (PhaseSplit), so every axpy is dense and
+// vectorises. Planes are independent: the result does not depend on
 // the thread count.
 
 #include "filtered_lrelu/filtered_lrelu_kernels.h"
@@ -56,22 +57,35 @@ inline Range axis_range(int64_t step, int64_t offset, int64_t size, int64_t coun
           std::min<int64_t>(count - 1, floor_div<int64_t>(size - 1 - offset, step))};
 }
 
-// Stage 1 and the pointwise step of one plane into mid [ay.mid, ax.mid]. Tap-major: for each
-// filter tap (ky, kx) an axpy along the row, so every sample sums its taps in the order ky, then
-// kx, as a per-sample loop would, and the inner loop vectorises.
+// Rows in phase-split order: a row of `size` samples split by `step` keeps the samples
+// i = r + q * step of each phase r together (phase r from begin(r), q ascending), so that a
+// filter tap that reads or writes every step-th sample is a dense axpy.
+struct PhaseSplit {
+  int64_t size, step;
+  int64_t count(int64_t r) const { return r < size ? (size - r + step - 1) / step : 0; }
+  int64_t begin(int64_t r) const { // sum of count(r') for r' < r
+    const int64_t whole = size / step, rest = size % step;
+    return r * whole + std::min(r, rest);
+  }
+};
+
+// Stage 1 and the pointwise step of one plane into mid [ay.mid, ax.mid], each row split by
+// ax.down (stage 2 reads it so). A row accumulates, phase by phase of ax.up, one dense axpy per
+// filter tap (ky, then kx ascending: every sample sums its taps in that order), then the
+// pointwise step moves it into mid.
 template <typename scalar_t>
 void upsample_filter_plane(const Pass<scalar_t>& p, int64_t plane, std::vector<at::opmath_type<scalar_t>>& z_row,
-                           std::vector<at::opmath_type<scalar_t>>& mid) {
+                           std::vector<at::opmath_type<scalar_t>>& acc, std::vector<at::opmath_type<scalar_t>>& mid) {
   using acc_t = at::opmath_type<scalar_t>;
   const PassAxis& ax = p.ax;
   const PassAxis& ay = p.ay;
   const scalar_t* z = p.z + plane * ay.in * ax.in;
   const acc_t b = p.bias != nullptr ? static_cast<acc_t>(p.bias[plane % p.channels]) : acc_t(0);
   uint8_t* mask = p.mask != nullptr ? p.mask + plane * ay.mid * ax.mid : nullptr;
-  std::fill(mid.begin(), mid.end(), acc_t(0));
+  const PhaseSplit by_up{ax.mid, ax.up}, by_down{ax.mid, ax.down};
   for (int64_t my = 0; my < ay.mid; ++my) {
     const Taps<int64_t> ty = axis_taps<int64_t>(my + ay.off1, ay.up, ay.k1, ay.in);
-    acc_t* t_row = mid.data() + my * ax.mid;
+    std::fill(acc.begin(), acc.end(), acc_t(0));
     for (int64_t jy = 0; jy < ty.count; ++jy) {
       const scalar_t* in_row = z + (ty.i0 + jy) * ax.in;
       for (int64_t c = 0; c < ax.in; ++c) {
@@ -79,37 +93,50 @@ void upsample_filter_plane(const Pass<scalar_t>& p, int64_t plane, std::vector<a
       }
       // the flipped filter's tap (ky, kx) is k1[k1_h - 1 - ky][k1_w - 1 - kx]
       const acc_t* k_row = p.k1 + (ay.k1 - 1 - (ty.k0 + jy * ay.up)) * ax.k1;
-      for (int64_t kx = 0; kx < ax.k1; ++kx) {
-        const acc_t w = k_row[ax.k1 - 1 - kx];
-        // sample mx reads input c where mx + off1 + kx = c * up: mx = c * up - off1 - kx
-        const int64_t offset = -ax.off1 - kx;
-        const Range r = axis_range(ax.up, offset, ax.mid, ax.in);
-        for (int64_t c = r.lo; c <= r.hi; ++c) {
-          t_row[c * ax.up + offset] += z_row[c] * w;
+      for (int64_t r = 0; r < std::min(ax.up, ax.mid); ++r) {
+        // sample r + q * up reads input c = q + base + j through tap kx = kx0 + j * up
+        const int64_t kx0 = floor_mod<int64_t>(-(r + ax.off1), ax.up);
+        const int64_t base = floor_div<int64_t>(r + ax.off1 + kx0, ax.up);
+        const int64_t n = by_up.count(r);
+        acc_t* a_r = acc.data() + by_up.begin(r);
+        for (int64_t kx = kx0, j = 0; kx < ax.k1; kx += ax.up, ++j) {
+          const acc_t w = k_row[ax.k1 - 1 - kx];
+          const int64_t q0 = std::max<int64_t>(0, -(base + j));
+          const int64_t q1 = std::min<int64_t>(n, ax.in - (base + j));
+          const acc_t* z_j = z_row.data() + base + j;
+          for (int64_t q = q0; q < q1; ++q) {
+            a_r[q] += z_j[q] * w;
+          }
         }
       }
     }
-  }
-  for (int64_t m = 0; m < ay.mid * ax.mid; ++m) {
-    if (p.mode == Pointwise::kMasked) {
-      mid[m] *= mask_factor<acc_t>(mask[m], p.gain, p.slope);
-    } else {
-      uint8_t code = 0;
-      mid[m] = lrelu_gain_clamp<acc_t>(mid[m], p.gain, p.slope, p.clamp, code);
-      if (p.mode == Pointwise::kActivateAndRecord) {
-        mask[m] = code;
+    acc_t* t_row = mid.data() + my * ax.mid;
+    uint8_t* m_row = mask != nullptr ? mask + my * ax.mid : nullptr;
+    for (int64_t mx = 0; mx < ax.mid; ++mx) {
+      acc_t v = acc[by_up.begin(mx % ax.up) + mx / ax.up];
+      if (p.mode == Pointwise::kMasked) {
+        v *= mask_factor<acc_t>(m_row[mx], p.gain, p.slope);
+      } else {
+        uint8_t code = 0;
+        v = lrelu_gain_clamp<acc_t>(v, p.gain, p.slope, p.clamp, code);
+        if (p.mode == Pointwise::kActivateAndRecord) {
+          m_row[mx] = code;
+        }
       }
+      t_row[by_down.begin(mx % ax.down) + mx / ax.down] = v;
     }
   }
 }
 
-// Stage 2 of one plane from mid, tap-major as stage 1 (acc_row: one output row in acc_t).
+// Stage 2 of one plane from mid (rows split by ax.down), one dense axpy per filter tap as
+// stage 1 (acc_row: one output row in acc_t).
 template <typename scalar_t>
 void filter_downsample_plane(const Pass<scalar_t>& p, int64_t plane, const std::vector<at::opmath_type<scalar_t>>& mid,
                              std::vector<at::opmath_type<scalar_t>>& acc_row) {
   using acc_t = at::opmath_type<scalar_t>;
   const PassAxis& ax = p.ax;
   const PassAxis& ay = p.ay;
+  const PhaseSplit by_down{ax.mid, ax.down};
   scalar_t* out = p.out + plane * ay.out * ax.out;
   for (int64_t oy = 0; oy < ay.out; ++oy) {
     const Taps<int64_t> ty = axis_taps<int64_t>(oy * ay.down + ay.off2, 1, ay.k2, ay.mid);
@@ -119,11 +146,13 @@ void filter_downsample_plane(const Pass<scalar_t>& p, int64_t plane, const std::
       const acc_t* k_row = p.k2 + (ay.k2 - 1 - (ty.k0 + jy)) * ax.k2;
       for (int64_t kx = 0; kx < ax.k2; ++kx) {
         const acc_t w = k_row[ax.k2 - 1 - kx];
-        // output ox reads mid position ox * down + off2 + kx
+        // output ox reads mid position ox * down + off2 + kx: phase s, index ox + base in it
         const int64_t offset = ax.off2 + kx;
+        const int64_t s = floor_mod<int64_t>(offset, ax.down), base = floor_div<int64_t>(offset, ax.down);
         const Range r = axis_range(ax.down, offset, ax.mid, ax.out);
+        const acc_t* t_s = t_row + by_down.begin(s) + base;
         for (int64_t ox = r.lo; ox <= r.hi; ++ox) {
-          acc_row[ox] += t_row[ox * ax.down + offset] * w;
+          acc_row[ox] += t_s[ox] * w;
         }
       }
     }
@@ -137,9 +166,9 @@ template <typename scalar_t>
 void run_pass(const Pass<scalar_t>& p) {
   using acc_t = at::opmath_type<scalar_t>;
   at::parallel_for(0, p.planes, 1, [&](int64_t begin, int64_t end) {
-    std::vector<acc_t> mid(p.ay.mid * p.ax.mid), z_row(p.ax.in), acc_row(p.ax.out);
+    std::vector<acc_t> mid(p.ay.mid * p.ax.mid), z_row(p.ax.in), acc(p.ax.mid), acc_row(p.ax.out);
     for (int64_t plane = begin; plane < end; ++plane) {
-      upsample_filter_plane(p, plane, z_row, mid);
+      upsample_filter_plane(p, plane, z_row, acc, mid);
       filter_downsample_plane(p, plane, mid, acc_row);
     }
   });
