@@ -57,17 +57,7 @@ inline Range axis_range(int64_t step, int64_t offset, int64_t size, int64_t coun
           std::min<int64_t>(count - 1, floor_div<int64_t>(size - 1 - offset, step))};
 }
 
-// Rows in phase-split order: a row of `size` samples split by `step` keeps the samples
-// i = r + q * step of each phase r together (phase r from begin(r), q ascending), so that a
-// filter tap that reads or writes every step-th sample is a dense axpy.
-struct PhaseSplit {
-  int64_t size, step;
-  int64_t count(int64_t r) const { return r < size ? (size - r + step - 1) / step : 0; }
-  int64_t begin(int64_t r) const { // sum of count(r') for r' < r
-    const int64_t whole = size / step, rest = size % step;
-    return r * whole + std::min(r, rest);
-  }
-};
+using fir::PhaseSplit;
 
 // Stage 1 and the pointwise step of one plane into mid [ay.mid, ax.mid], each row split by
 // ax.down (stage 2 reads it so). A row accumulates, phase by phase of ax.up, one dense axpy per
@@ -95,11 +85,11 @@ void upsample_filter_plane(const Pass<scalar_t>& p, int64_t plane, std::vector<a
       const acc_t* k_row = p.k1 + (ay.k1 - 1 - (ty.k0 + jy * ay.up)) * ax.k1;
       for (int64_t r = 0; r < std::min(ax.up, ax.mid); ++r) {
         // sample r + q * up reads input c = q + base + j through tap kx = kx0 + j * up
-        const int64_t kx0 = floor_mod<int64_t>(-(r + ax.off1), ax.up);
-        const int64_t base = floor_div<int64_t>(r + ax.off1 + kx0, ax.up);
+        const fir::FirPhase<int64_t> phase = fir::fir_phase<int64_t>(r + ax.off1, ax.up);
+        const int64_t base = phase.i0;
         const int64_t n = by_up.count(r);
         acc_t* a_r = acc.data() + by_up.begin(r);
-        for (int64_t kx = kx0, j = 0; kx < ax.k1; kx += ax.up, ++j) {
+        for (int64_t kx = phase.k0, j = 0; kx < ax.k1; kx += ax.up, ++j) {
           const acc_t w = k_row[ax.k1 - 1 - kx];
           const int64_t q0 = std::max<int64_t>(0, -(base + j));
           const int64_t q1 = std::min<int64_t>(n, ax.in - (base + j));
@@ -113,7 +103,7 @@ void upsample_filter_plane(const Pass<scalar_t>& p, int64_t plane, std::vector<a
     acc_t* t_row = mid.data() + my * ax.mid;
     uint8_t* m_row = mask != nullptr ? mask + my * ax.mid : nullptr;
     for (int64_t mx = 0; mx < ax.mid; ++mx) {
-      acc_t v = acc[by_up.begin(mx % ax.up) + mx / ax.up];
+      acc_t v = acc[by_up.index(mx)];
       if (p.mode == Pointwise::kMasked) {
         v *= mask_factor<acc_t>(m_row[mx], p.gain, p.slope);
       } else {
@@ -123,7 +113,7 @@ void upsample_filter_plane(const Pass<scalar_t>& p, int64_t plane, std::vector<a
           m_row[mx] = code;
         }
       }
-      t_row[by_down.begin(mx % ax.down) + mx / ax.down] = v;
+      t_row[by_down.index(mx)] = v;
     }
   }
 }
@@ -176,9 +166,25 @@ void run_pass(const Pass<scalar_t>& p) {
 
 } // namespace
 
-at::Tensor filtered_lrelu_filter(const at::Tensor& filter, at::ScalarType dtype, bool flip) {
-  const at::Tensor f = filter.to(at::toOpMathType(dtype));
-  return (flip ? at::flip(f, {0, 1}) : f).contiguous();
+std::tuple<at::Tensor, at::Tensor> filtered_lrelu_empty_outputs(const at::Tensor& input, const FilteredLreluParams& p,
+                                                                bool write_mask) {
+  at::Tensor output = at::empty({p.batch, p.channels, p.out_h, p.out_w}, input.options());
+  at::Tensor mask;
+  if (write_mask) {
+    mask = at::empty({p.batch, p.channels, p.mid_h, p.mid_w}, input.options().dtype(at::kByte));
+  }
+  return {output, mask};
+}
+
+std::tuple<at::Tensor, at::Tensor> filtered_lrelu_pass_filters(const at::Tensor& filter_up,
+                                                               const at::Tensor& filter_down, at::ScalarType dtype,
+                                                               bool input_gradient) {
+  const auto prepare = [&](const at::Tensor& filter) {
+    const at::Tensor f = filter.to(at::toOpMathType(dtype));
+    return (input_gradient ? at::flip(f, {0, 1}) : f).contiguous();
+  };
+  return input_gradient ? std::make_tuple(prepare(filter_down), prepare(filter_up))
+                        : std::make_tuple(prepare(filter_up), prepare(filter_down));
 }
 
 std::tuple<at::Tensor, at::Tensor> filtered_lrelu_forward_cpu(const at::Tensor& input_, const at::Tensor& filter_up,
@@ -186,19 +192,15 @@ std::tuple<at::Tensor, at::Tensor> filtered_lrelu_forward_cpu(const at::Tensor& 
                                                               const std::optional<at::Tensor>& bias_,
                                                               const FilteredLreluParams& p, bool write_mask) {
   const at::Tensor input = input_.contiguous();
-  at::Tensor output = at::empty({p.batch, p.channels, p.out_h, p.out_w}, input.options());
-  at::Tensor mask;
-  if (write_mask) {
-    mask = at::empty({p.batch, p.channels, p.mid_h, p.mid_w}, input.options().dtype(at::kByte));
-  }
+  at::Tensor output, mask;
+  std::tie(output, mask) = filtered_lrelu_empty_outputs(input, p, write_mask);
   if (p.planes == 0) {
     return {output, mask};
   }
   const at::Tensor bias = bias_.has_value() ? bias_->contiguous() : at::Tensor();
   AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, input.scalar_type(), "mmops::filtered_lrelu (CPU)", [&] {
     using acc_t = at::opmath_type<scalar_t>;
-    const at::Tensor k1 = filtered_lrelu_filter(filter_up, input.scalar_type(), false);
-    const at::Tensor k2 = filtered_lrelu_filter(filter_down, input.scalar_type(), false);
+    const auto [k1, k2] = filtered_lrelu_pass_filters(filter_up, filter_down, input.scalar_type(), false);
     Pass<scalar_t> pass;
     pass.z = input.const_data_ptr<scalar_t>();
     pass.bias = bias.defined() ? bias.const_data_ptr<scalar_t>() : nullptr;
@@ -232,11 +234,7 @@ at::Tensor filtered_lrelu_backward_cpu(const at::Tensor& grad_, const at::Tensor
   AT_DISPATCH_FLOATING_TYPES_AND2(
       at::kHalf, at::kBFloat16, grad.scalar_type(), "mmops::_filtered_lrelu_backward (CPU)", [&] {
         using acc_t = at::opmath_type<scalar_t>;
-        // the gradient of input runs the filters in reverse order, flipped
-        const at::Tensor k1 =
-            filtered_lrelu_filter(transpose ? filter_up : filter_down, grad.scalar_type(), !transpose);
-        const at::Tensor k2 =
-            filtered_lrelu_filter(transpose ? filter_down : filter_up, grad.scalar_type(), !transpose);
+        const auto [k1, k2] = filtered_lrelu_pass_filters(filter_up, filter_down, grad.scalar_type(), !transpose);
         Pass<scalar_t> pass;
         pass.z = grad.const_data_ptr<scalar_t>();
         pass.k1 = k1.const_data_ptr<acc_t>();

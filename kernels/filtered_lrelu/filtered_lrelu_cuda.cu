@@ -419,19 +419,15 @@ std::tuple<at::Tensor, at::Tensor> filtered_lrelu_forward_cuda(const at::Tensor&
                                                                const FilteredLreluParams& p, bool write_mask) {
   const c10::cuda::CUDAGuard guard(input_.device());
   const at::Tensor input = input_.contiguous();
-  at::Tensor output = at::empty({p.batch, p.channels, p.out_h, p.out_w}, input.options());
-  at::Tensor mask;
-  if (write_mask) {
-    mask = at::empty({p.batch, p.channels, p.mid_h, p.mid_w}, input.options().dtype(at::kByte));
-  }
+  at::Tensor output, mask;
+  std::tie(output, mask) = filtered_lrelu_empty_outputs(input, p, write_mask);
   if (p.planes == 0) {
     return {output, mask};
   }
   const at::Tensor bias = bias_.has_value() ? bias_->contiguous() : at::Tensor();
   const PassAxis ax = forward_axis(p, false), ay = forward_axis(p, true);
   AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, input.scalar_type(), "mmops::filtered_lrelu (CUDA)", [&] {
-    const at::Tensor k1 = filtered_lrelu_filter(filter_up, input.scalar_type(), false);
-    const at::Tensor k2 = filtered_lrelu_filter(filter_down, input.scalar_type(), false);
+    const auto [k1, k2] = filtered_lrelu_pass_filters(filter_up, filter_down, input.scalar_type(), false);
     if (write_mask) {
       run_pass<scalar_t, Pointwise::kActivateAndRecord>(input, bias, k1, k2, mask.mutable_data_ptr<uint8_t>(), output,
                                                         ax, ay, p);
@@ -455,11 +451,7 @@ at::Tensor filtered_lrelu_backward_cuda(const at::Tensor& grad_, const at::Tenso
   }
   AT_DISPATCH_FLOATING_TYPES_AND2(
       at::kHalf, at::kBFloat16, grad.scalar_type(), "mmops::_filtered_lrelu_backward (CUDA)", [&] {
-        // the gradient of input runs the filters in reverse order, flipped
-        const at::Tensor k1 =
-            filtered_lrelu_filter(transpose ? filter_up : filter_down, grad.scalar_type(), !transpose);
-        const at::Tensor k2 =
-            filtered_lrelu_filter(transpose ? filter_down : filter_up, grad.scalar_type(), !transpose);
+        const auto [k1, k2] = filtered_lrelu_pass_filters(filter_up, filter_down, grad.scalar_type(), !transpose);
         // read only (kMasked)
         uint8_t* m = const_cast<uint8_t*>(mask.const_data_ptr<uint8_t>());
         run_pass<scalar_t, Pointwise::kMasked>(grad, at::Tensor(), k1, k2, m, result, ax, ay, p);

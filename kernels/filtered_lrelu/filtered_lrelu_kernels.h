@@ -28,9 +28,17 @@ at::Tensor filtered_lrelu_backward_cpu(const at::Tensor& grad, const at::Tensor&
                                        const at::Tensor& filter_down, const FilteredLreluParams& params,
                                        bool transpose);
 
-// A filter as the kernels read it (both devices): in the accumulation type of
-// dtype, contiguous, flipped along both axes when flip.
-at::Tensor filtered_lrelu_filter(const at::Tensor& filter, at::ScalarType dtype, bool flip);
+// Shared by both devices' entry points (filtered_lrelu_cpu.cpp):
+// the forward's output [N, C, out_h, out_w] and, when write_mask, its mask
+// [N, C, mid_h, mid_w] (uint8), uninitialised;
+std::tuple<at::Tensor, at::Tensor> filtered_lrelu_empty_outputs(const at::Tensor& input, const FilteredLreluParams& p,
+                                                                bool write_mask);
+// the pass's filters (stage 1, stage 2) as the kernels read them: in the
+// accumulation type of dtype, contiguous; the gradient of input
+// (input_gradient) runs them in reverse order, flipped.
+std::tuple<at::Tensor, at::Tensor> filtered_lrelu_pass_filters(const at::Tensor& filter_up,
+                                                               const at::Tensor& filter_down, at::ScalarType dtype,
+                                                               bool input_gradient);
 
 #ifdef MMOPS_WITH_CUDA
 std::tuple<at::Tensor, at::Tensor> filtered_lrelu_forward_cuda(const at::Tensor& input, const at::Tensor& filter_up,

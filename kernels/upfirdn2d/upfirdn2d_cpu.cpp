@@ -44,23 +44,24 @@ void gather_row(const scalar_t* in_plane, const at::opmath_type<scalar_t>* k, co
 
 // One output row when down_x == 1, phase by phase of up_x: the outputs ox = r + q * up_x of
 // phase r read input q + base_r + j through tap k0_r + j * up_x, so each tap is a dense axpy
-// over q (acc: the row, phase r from r * whole + min(r, rest)). Every output still sums its taps
-// in the order ky, then kx, as the gather does.
+// over q (acc: the row split by phase). Every output still sums its taps in the order ky, then
+// kx, as the gather does.
 template <typename scalar_t>
 void phase_row(const scalar_t* in_plane, const at::opmath_type<scalar_t>* k, const AxisTaps<int64_t>& ty,
                const Upfirdn2dParams& p, std::vector<at::opmath_type<scalar_t>>& acc, scalar_t* out_row) {
   using acc_t = at::opmath_type<scalar_t>;
-  const int64_t up = p.up_x, whole = p.out_w / up, rest = p.out_w % up;
+  const int64_t up = p.up_x;
+  const fir::PhaseSplit by_up{p.out_w, up};
   std::fill(acc.begin(), acc.end(), acc_t(0));
   for (int64_t jy = 0; jy < ty.count; ++jy) {
     const scalar_t* in_row = in_plane + (ty.i0 + jy) * p.in_w;
     const acc_t* k_row = k + (p.kernel_h - 1 - (ty.k0 + jy * p.up_y)) * p.kernel_w + (p.kernel_w - 1);
     for (int64_t r = 0; r < std::min(up, p.out_w); ++r) {
-      const int64_t k0 = floor_mod<int64_t>(p.pad_x0 - r, up);
-      const int64_t base = floor_div<int64_t>(r - p.pad_x0 + k0, up);
-      const int64_t n = whole + (r < rest ? 1 : 0);
-      acc_t* a_r = acc.data() + r * whole + std::min(r, rest);
-      for (int64_t kx = k0, j = 0; kx < p.kernel_w; kx += up, ++j) {
+      const fir::FirPhase<int64_t> phase = fir::fir_phase<int64_t>(r - p.pad_x0, up);
+      const int64_t base = phase.i0;
+      const int64_t n = by_up.count(r);
+      acc_t* a_r = acc.data() + by_up.begin(r);
+      for (int64_t kx = phase.k0, j = 0; kx < p.kernel_w; kx += up, ++j) {
         const acc_t w = k_row[-kx];
         const int64_t q0 = std::max<int64_t>(0, -(base + j));
         const int64_t q1 = std::min<int64_t>(n, p.in_w - (base + j));
@@ -72,8 +73,7 @@ void phase_row(const scalar_t* in_plane, const at::opmath_type<scalar_t>* k, con
     }
   }
   for (int64_t ox = 0; ox < p.out_w; ++ox) {
-    const int64_t r = ox % up;
-    out_row[ox] = static_cast<scalar_t>(acc[r * whole + std::min(r, rest) + ox / up]);
+    out_row[ox] = static_cast<scalar_t>(acc[by_up.index(ox)]);
   }
 }
 

@@ -112,21 +112,8 @@ CUDA_SHAPES = [  # (N, C, H, W, fu, fd, up, down, pad, clamp)
 
 
 def _cuda_samples(dtype):
-    for i, (n, c, h, w, fu, fd, up, down, pad, clamp) in enumerate(CUDA_SHAPES):
-        yield Sample(
-            args_of(
-                make_input(n, c, h, w, seed=50 + i, dtype=dtype),
-                make_filter(*fu, seed=i),
-                make_filter(*fd, seed=i + 10),
-                make_bias(c, seed=i, dtype=dtype),
-                up,
-                down,
-                pad,
-                SQRT2,
-                0.2,
-                clamp,
-            )
-        )
+    for i, shape in enumerate(CUDA_SHAPES):
+        yield Sample(_args(i, shape, dtype, input_seed=50 + i))
 
 
 class _Net(torch.nn.Module):
@@ -221,10 +208,10 @@ SHAPES = [
 ]
 
 
-def _args(i, shape, dtype=torch.float64):
+def _args(i, shape, dtype=torch.float64, input_seed=None):
     n, c, h, w, fu, fd, up, down, pad, clamp = shape
     return args_of(
-        make_input(n, c, h, w, seed=i, dtype=dtype),
+        make_input(n, c, h, w, seed=i if input_seed is None else input_seed, dtype=dtype),
         make_filter(*fu, seed=i),
         make_filter(*fd, seed=i + 10),
         make_bias(c, seed=i, dtype=dtype),
