@@ -33,28 +33,6 @@ inline at::MemoryFormat backward_memory_format(const at::Tensor& grad_output, co
   return ref.suggest_memory_format();
 }
 
-// Calls f(std::integral_constant<BiasAct, A>{}) for the runtime act A (one
-// instantiation of a kernel per activation, as mmcv's).
-template <typename F>
-void with_act(BiasAct act, F&& f) {
-  switch (act) {
-#define MMOPS_BIAS_ACT_CASE(name)                        \
-  case BiasAct::name:                                    \
-    f(std::integral_constant<BiasAct, BiasAct::name>{}); \
-    break;
-    MMOPS_BIAS_ACT_CASE(Linear)
-    MMOPS_BIAS_ACT_CASE(Relu)
-    MMOPS_BIAS_ACT_CASE(Lrelu)
-    MMOPS_BIAS_ACT_CASE(Tanh)
-    MMOPS_BIAS_ACT_CASE(Sigmoid)
-    MMOPS_BIAS_ACT_CASE(Elu)
-    MMOPS_BIAS_ACT_CASE(Selu)
-    MMOPS_BIAS_ACT_CASE(Softplus)
-    MMOPS_BIAS_ACT_CASE(Swish)
-#undef MMOPS_BIAS_ACT_CASE
-  }
-}
-
 // input (any shape), bias [input.size(dim)] or None -> clamp(f(input + bias) * gain),
 // input's shape, dtype and suggested memory format.
 at::Tensor bias_act_forward_cpu(const at::Tensor& input, const std::optional<at::Tensor>& bias,

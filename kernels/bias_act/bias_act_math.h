@@ -11,6 +11,7 @@
 #include <c10/macros/Macros.h>
 
 #include <cstdint>
+#include <type_traits>
 
 namespace mmops {
 
@@ -133,6 +134,28 @@ C10_HOST_DEVICE inline T backward_value(T grad, T x, T bias, T y, T alpha, T gai
 }
 
 } // namespace bias_act_math
+
+// Calls f(std::integral_constant<BiasAct, A>{}) for the runtime act A (one
+// instantiation of a kernel per activation, as mmcv's).
+template <typename F>
+void with_act(BiasAct act, F&& f) {
+  switch (act) {
+#define MMOPS_BIAS_ACT_CASE(name)                        \
+  case BiasAct::name:                                    \
+    f(std::integral_constant<BiasAct, BiasAct::name>{}); \
+    break;
+    MMOPS_BIAS_ACT_CASE(Linear)
+    MMOPS_BIAS_ACT_CASE(Relu)
+    MMOPS_BIAS_ACT_CASE(Lrelu)
+    MMOPS_BIAS_ACT_CASE(Tanh)
+    MMOPS_BIAS_ACT_CASE(Sigmoid)
+    MMOPS_BIAS_ACT_CASE(Elu)
+    MMOPS_BIAS_ACT_CASE(Selu)
+    MMOPS_BIAS_ACT_CASE(Softplus)
+    MMOPS_BIAS_ACT_CASE(Swish)
+#undef MMOPS_BIAS_ACT_CASE
+  }
+}
 
 // What the kernels need (the validation fills it).
 struct BiasActParams {
