@@ -13,6 +13,7 @@
 #include <ATen/ops/empty.h>
 
 #include <algorithm>
+#include <optional>
 
 namespace mmops {
 namespace kernels {
@@ -20,34 +21,61 @@ namespace {
 
 constexpr int64_t kGrain = 32768; // values per task
 
-// The dtype fields of call (the storage type, clamp as the output stores it)
-// and bias in the compute type, contiguous (or none).
-std::optional<at::Tensor> set_dtype(BiasActCpuCall& call, at::ScalarType dtype, const std::optional<at::Tensor>& bias,
-                                    double clamp) {
-  AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, dtype, "mmops::bias_act (CPU)", [&] {
-    using acc_t = at::opmath_type<scalar_t>;
-    call.dtype = std::is_same_v<scalar_t, float>    ? BiasActCpuDtype::Float
-                 : std::is_same_v<scalar_t, double> ? BiasActCpuDtype::Double
-                 : std::is_same_v<scalar_t, at::Half> ? BiasActCpuDtype::Half
-                                                    : BiasActCpuDtype::BFloat16;
-    call.clamp_y = static_cast<double>(static_cast<acc_t>(static_cast<scalar_t>(clamp)));
-  });
-  if (!bias.has_value()) {
-    return std::nullopt;
+BiasActCpuDtype cpu_dtype(at::ScalarType dtype) {
+  switch (dtype) {
+    case at::kDouble:
+      return BiasActCpuDtype::Double;
+    case at::kHalf:
+      return BiasActCpuDtype::Half;
+    case at::kBFloat16:
+      return BiasActCpuDtype::BFloat16;
+    default:
+      return BiasActCpuDtype::Float;
   }
-  return bias->to(dtype == at::kDouble ? at::kDouble : at::kFloat).contiguous();
 }
 
-// The bias layout of a call: step and C, or one run of everything without a bias.
-void set_layout(BiasActCpuCall& call, const at::Tensor& dense, const std::optional<at::Tensor>& bias, int64_t dim) {
+// What a call points into besides the dense tensors: the bias in the compute
+// type and its pattern.
+struct BiasTensors {
+  at::Tensor bias;
+  at::Tensor pattern;
+};
+
+// Fills call for p and values laid out as `dense` (float, double, half or
+// bfloat16), with bias (or none) along p.dim: the dtype, the clamp as the
+// output stores it, the bias in the compute type, its runs (step and C; without
+// a bias one run of everything) and, for runs shorter than kMaxBiasBlock, the
+// bias of values 0 .. step * C + kMaxBiasBlock - 1.
+BiasTensors set_call(BiasActCpuCall& call, const BiasActParams& p, const at::Tensor& dense,
+                     const std::optional<at::Tensor>& bias) {
+  call.params = p;
+  call.dtype = cpu_dtype(dense.scalar_type());
+  AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, dense.scalar_type(), "mmops::bias_act (CPU)", [&] {
+    call.clamp_y = static_cast<at::opmath_type<scalar_t>>(static_cast<scalar_t>(p.clamp));
+  });
   if (!bias.has_value()) {
     call.step = std::max<int64_t>(dense.numel(), 1);
     call.channels = 1;
-  } else {
-    call.step = bias_step(dense, dim);
-    call.channels = std::max<int64_t>(dense.size(dim), 1);
-    call.bias = bias->const_data_ptr();
+    return {};
   }
+  BiasTensors kept;
+  kept.bias = bias->to(dense.scalar_type() == at::kDouble ? at::kDouble : at::kFloat).contiguous();
+  call.bias = kept.bias.const_data_ptr();
+  call.step = bias_step(dense, p.dim);
+  call.channels = std::max<int64_t>(dense.size(p.dim), 1);
+  if (call.step < kMaxBiasBlock) {
+    const int64_t size = call.step * call.channels + kMaxBiasBlock; // step * C < kMaxBiasBlock * C
+    kept.pattern = at::empty({size}, kept.bias.options());
+    AT_DISPATCH_FLOATING_TYPES(kept.bias.scalar_type(), "mmops::bias_act (CPU)", [&] {
+      const scalar_t* b = kept.bias.const_data_ptr<scalar_t>();
+      scalar_t* out = kept.pattern.mutable_data_ptr<scalar_t>();
+      for (int64_t i = 0, c = 0; i < size; i += call.step, c = c + 1 == call.channels ? 0 : c + 1) {
+        std::fill_n(out + i, std::min(call.step, size - i), b[c]);
+      }
+    });
+    call.bias_pattern = kept.pattern.const_data_ptr();
+  }
+  return kept;
 }
 
 } // namespace
@@ -61,9 +89,7 @@ at::Tensor bias_act_forward_cpu(const at::Tensor& input_, const std::optional<at
     return output;
   }
   BiasActCpuCall call;
-  call.params = p;
-  const std::optional<at::Tensor> bias = set_dtype(call, input.scalar_type(), bias_, p.clamp);
-  set_layout(call, input, bias, p.dim);
+  const BiasTensors kept = set_call(call, p, input, bias_);
   call.input = input.const_data_ptr();
   call.result = output.mutable_data_ptr();
   const auto range = MMOPS_CPU_SIMD_PICK(bias_act_forward_range);
@@ -86,10 +112,7 @@ at::Tensor bias_act_backward_cpu(const at::Tensor& grad_output_, const std::opti
     return grad_input;
   }
   BiasActCpuCall call;
-  call.params = p;
-  const std::optional<at::Tensor> bias =
-      set_dtype(call, grad_output.scalar_type(), read_x ? bias_ : std::nullopt, p.clamp);
-  set_layout(call, grad_output, bias, p.dim);
+  const BiasTensors kept = set_call(call, p, grad_output, read_x ? bias_ : std::nullopt);
   call.grad = grad_output.const_data_ptr();
   call.input = read_x ? input.const_data_ptr() : nullptr;
   call.output = read_y ? output.const_data_ptr() : nullptr;

@@ -11,6 +11,10 @@
 namespace mmops {
 namespace kernels {
 
+// Runs of fewer bias values than this get the bias pattern (BiasActCpuCall);
+// a block of the loops is at most this long.
+constexpr int64_t kMaxBiasBlock = 64;
+
 // The storage type of the tensors (the compute type: float, double for Double).
 enum class BiasActCpuDtype { Float, Double, Half, BFloat16 };
 
@@ -19,14 +23,16 @@ enum class BiasActCpuDtype { Float, Double, Half, BFloat16 };
 struct BiasActCpuCall {
   BiasActCpuDtype dtype = BiasActCpuDtype::Float;
   BiasActParams params;
-  double clamp_y = -1.0;           // backward: params.clamp rounded to the dtype, then to the compute type
-  const void* input = nullptr;     // forward; backward: where the act reads x (swish)
-  const void* output = nullptr;    // backward: the forward's output, where the act reads y
-  const void* grad = nullptr;      // backward: grad_output
-  const void* bias = nullptr;      // [channels] in the compute type (float, double for Double), or none
-  void* result = nullptr;          // the output (forward) or grad_input (backward)
-  int64_t step = 1;                // values per bias run
-  int64_t channels = 1;            // bias size (1 without a bias)
+  double clamp_y = -1.0;        // backward: params.clamp rounded to the dtype, then to the compute type
+  const void* input = nullptr;  // forward; backward: where the act reads x (swish)
+  const void* output = nullptr; // backward: the forward's output, where the act reads y
+  const void* grad = nullptr;   // backward: grad_output
+  const void* bias = nullptr;   // [channels] in the compute type (float, double for Double), or none
+  // step < kMaxBiasBlock: the bias of value i for i < step * channels + kMaxBiasBlock, else none
+  const void* bias_pattern = nullptr;
+  void* result = nullptr; // the output (forward) or grad_input (backward)
+  int64_t step = 1;       // values per bias run (with one channel: every value)
+  int64_t channels = 1;   // bias size (1 without a bias)
 };
 
 // result[i] for i in [begin, end): the forward (bias_act_math::forward_value)

@@ -55,12 +55,12 @@ inline CpuSimd cpu_simd() {
 template <typename Fn>
 Fn pick_cpu_simd(Fn default_fn, Fn avx2_fn, Fn avx512_fn) {
   switch (cpu_simd()) {
-  case CpuSimd::Avx512:
-    return avx512_fn;
-  case CpuSimd::Avx2:
-    return avx2_fn;
-  default:
-    return default_fn;
+    case CpuSimd::Avx512:
+      return avx512_fn;
+    case CpuSimd::Avx2:
+      return avx2_fn;
+    default:
+      return default_fn;
   }
 }
 
@@ -89,8 +89,8 @@ Fn pick_cpu_simd(Fn default_fn, Fn avx2_fn, Fn avx512_fn) {
   }
 
 // A pointer to the function `name` (in mmops::kernels) of the build to run.
-#define MMOPS_CPU_SIMD_PICK(name)                                                                               \
-  ::mmops::kernels::pick_cpu_simd<decltype(&::mmops::kernels::DEFAULT::name)>(                                \
+#define MMOPS_CPU_SIMD_PICK(name)                                              \
+  ::mmops::kernels::pick_cpu_simd<decltype(&::mmops::kernels::DEFAULT::name)>( \
       &::mmops::kernels::DEFAULT::name, MMOPS_CPU_SIMD_AVX2_FN(name), MMOPS_CPU_SIMD_AVX512_FN(name))
 
 } // namespace kernels

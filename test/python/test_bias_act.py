@@ -412,6 +412,57 @@ def test_layouts():
     torch.testing.assert_close(gx, torch.autograd.grad(op(xc, b, 1, "tanh"), xc, torch.ones_like(x))[0])
 
 
+# The CPU loops' bias paths: runs of 64 values or more whose blocks straddle two channels (9 x 9
+# planes, dim 2 with runs of 70), runs shorter than a block (the bias pattern: 4 x 4 planes,
+# channels last), partial blocks at the end.
+CPU_RUN_CASES = [
+    ((2, 5, 9, 9), 1, torch.contiguous_format),
+    ((1, 3, 67, 70), 2, torch.contiguous_format),
+    ((3, 6, 4, 4), 1, torch.contiguous_format),
+    ((2, 7, 5, 3), 1, torch.channels_last),
+]
+
+
+@pytest.mark.parametrize("act", list(ACTS))
+def test_cpu_bias_runs(act):
+    for i, (shape, dim, fmt) in enumerate(CPU_RUN_CASES):
+        clamp = 0.75 if i % 2 else None
+        for dtype in DTYPES:
+            x, b = make_inputs(shape, dim=dim, seed=60 + i, dtype=dtype, scale=2.0)
+            x = x.contiguous(memory_format=fmt)
+            out = op(x, b, dim, act, None, None, clamp)
+            tol = dict(rtol=1e-12, atol=1e-12) if dtype == torch.float64 else TOL[dtype]
+            exp = bias_act_ref(x, b, dim, act, None, None, clamp)
+            torch.testing.assert_close(out.double(), exp, **tol, msg=f"{act} {shape} {dtype}")
+        # the backward in float64 (its bias rounding: none), both orders
+        x, b = make_inputs(shape, dim=dim, seed=60 + i, dtype=torch.float64, scale=2.0)
+        x = x.contiguous(memory_format=fmt)
+        out = op(x, b, dim, act, None, None, clamp)
+        g = torch.randn_like(out)
+        alpha, gain, c = resolved(act, clamp)
+        for order in (1, 2) if act in SECOND_ORDER else (1,):
+            exp = bias_act_grad_ref(g, x, b, dim, act, None, None, clamp, order=order)
+            got = bwd_op(g, x, b, out, dim, act, alpha, gain, c, order)
+            torch.testing.assert_close(got, exp, rtol=1e-10, atol=1e-12, msg=f"{act} {shape} order {order}")
+
+
+def test_cpu_result_independent_of_threads():
+    """Chunks of 32768 values per task: with two threads, a chunk starts inside a run."""
+    x, b = make_inputs((1, 3, 150, 181), seed=70)
+    g = torch.randn_like(x)
+    threads = torch.get_num_threads()
+    results = []
+    try:
+        for n in (1, 2):
+            torch.set_num_threads(n)
+            out = op(x, b, 1, "swish", None, None, 1.0)
+            results.append((out, bwd_op(g, x, b, out, 1, "swish", 0.0, SQRT2, 1.0, 1)))
+    finally:
+        torch.set_num_threads(threads)
+    for one, two in zip(*results):
+        torch.testing.assert_close(one, two, rtol=0, atol=0)
+
+
 def test_nan_and_inf():
     x = torch.tensor([[math.nan, math.inf, -math.inf, 1.0]], dtype=torch.float64)
     for act in ("linear", "relu", "lrelu", "tanh", "sigmoid", "elu", "selu", "softplus"):
