@@ -199,7 +199,10 @@ class BiasBlocks {
     }
     if (pattern_ != nullptr) {
       const Values v = B::load_acc(pattern_ + pos_);
-      pos_ = (pos_ + n) % period_;
+      pos_ += n;
+      if (pos_ >= period_) {
+        pos_ %= period_;
+      }
       return v;
     }
     const int64_t left = step_ - r_; // values of the current run

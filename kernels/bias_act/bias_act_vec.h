@@ -2,10 +2,10 @@
 // bias_act_math.h on ATen's CPU vectors: the same formulas, lane by lane, in
 // the same order of operations (selects for its branches, NaN taking the same
 // side), for V = at::vec::Vectorized<float> or <double>. Only the functions
-// differ from the scalar code's std:: ones: exp and log are ATen's (SLEEF,
-// within 1 ulp); expm1, log1p and tanh are built here from them (within a few
-// ulp), as ATen's (SLEEF's) take several times as long (AVX512 float: expm1
-// and log1p 60 times exp's time, tanh 6 times; double: 3 to 4 times).
+// differ from the scalar code's std:: ones: exp is ATen's (SLEEF, within 1
+// ulp); expm1, log1p and tanh are built here from exp and series (within a
+// few ulp), as ATen's (SLEEF's) take several times as long (AVX512 float:
+// expm1 and log1p 60 times exp's time, tanh 6 times; double: 3 to 4 times).
 // Included by bias_act_cpu_simd.cpp alone (its names live in the namespace of
 // the build: common/cpu_simd.h).
 
@@ -189,8 +189,9 @@ inline V forward_value(const V& x, const V& bias, const Consts<V>& k) {
 // with a clamp. Swish computes its sigmoid once, for f' and the clamp test.
 template <BiasAct A, int Order, typename V>
 inline V backward_value(const V& grad, const V& x, const V& bias, const V& y, const Consts<V>& k) {
+  constexpr bool reads_x = uses_x(A);
   V d, unclamped;
-  if constexpr (uses_x(A)) {
+  if constexpr (reads_x) {
     const V v = x + bias;
     const V s = sigmoid(v);
     d = swish_derivative<Order>(v, s);
@@ -202,8 +203,8 @@ inline V backward_value(const V& grad, const V& x, const V& bias, const V& y, co
   }
   V g = grad * (k.gain * d);
   if (k.has_clamp) {
-    const V& limit = uses_x(A) ? k.clamp : k.clamp_y;
-    const V& neg_limit = uses_x(A) ? k.neg_clamp : k.neg_clamp_y;
+    const V& limit = reads_x ? k.clamp : k.clamp_y;
+    const V& neg_limit = reads_x ? k.neg_clamp : k.neg_clamp_y;
     g = select((unclamped > neg_limit) & (unclamped < limit), g, V(0)); // NaN: 0
   }
   return g;
