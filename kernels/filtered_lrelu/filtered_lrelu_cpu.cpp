@@ -1,14 +1,28 @@
-// CPU kernels of filtered_lrelu (filtered_lrelu_math.h): every pass is one
-// fused pass per plane, parallel over the planes (N * C): the plane's whole
-// intermediate grid in a task-local buffer (stage 1 and the pointwise step),
-// then the outputs from it (stage 2). Sums run over the taps that read the
-// signal only, in the order ky, then kx, accumulating in float (float64 for
-// float64); the loops are tap-major (one axpy along a row per filter tap) and
-// rows are kept split by phase (PhaseSplit), so every axpy is dense and
-// vectorises. Planes are independent: the result does not depend on
-// the thread count.
+// CPU kernels of filtered_lrelu (filtered_lrelu_math.h), row by row with the
+// building blocks of common/fir_rows_cpu.h. Every pass (the forward, the
+// gradient of input, its adjoint) runs each plane (N * C, in parallel) as a
+// stream of rows: an intermediate row is computed from the input rows it reads
+// (kept in a ring), goes through the pointwise step (and the mask), is staged
+// for stage 2 (split by the x down factor), and an output row is computed as
+// soon as the intermediate rows it reads are there. The buffers are a few rows
+// per task, allocated once per task. Accumulation in float (float64 for
+// float64).
+//
+// Each stage's filter is applied in two 1-D passes when it is separable
+// (separate_filter: filter = col x row, as StyleGAN3's 1-D filters give):
+// the rows read are filtered along x (filter_row, polyphase taps of `row`),
+// then combined along y (combine_rows, taps of `col`), so a sample is
+// sum_ky col[ky] * (sum_kx row[kx] * signal[..]). Any other filter: the sum
+// over ky of the staged rows filtered along x by filter row ky (ky, then kx:
+// the order of a direct 2-D sum). ky and kx run over the flipped filter's taps
+// that read the signal, ascending. Planes are independent: the result does not
+// depend on the thread count. The pointwise step and the mask (one code per
+// intermediate sample, every one of them written by the forward) are as in
+// filtered_lrelu_math.h.
 
 #include "filtered_lrelu/filtered_lrelu_kernels.h"
+
+#include "common/fir_rows_cpu.h"
 
 #include <ATen/Dispatch.h>
 #include <ATen/OpMathType.h>
@@ -24,6 +38,9 @@ namespace kernels {
 namespace {
 
 using namespace filtered_lrelu_math;
+using fir::cpu::RowKernels;
+using fir::cpu::RowPlan;
+using fir::cpu::RowRing;
 
 enum class Pointwise {
   kActivate,          // the forward
@@ -46,108 +63,155 @@ struct Pass {
   acc_t gain = 1, slope = 0, clamp = -1;
 };
 
-// The samples j in [lo, hi] with j * step + offset in [0, size) (j in [0, count)).
-struct Range {
-  int64_t lo, hi;
+// One stage's filter [kh, kw] and its plan along x.
+template <typename acc_t>
+struct StageFilter {
+  const acc_t* k = nullptr;
+  int64_t kh = 1, kw = 1;
+  RowPlan px;
+  bool separable = false;
+  std::vector<acc_t> col, row; // when separable: k = col x row
+
+  StageFilter(const acc_t* k_, int64_t kh_, int64_t kw_, RowPlan px_) : k(k_), kh(kh_), kw(kw_), px(std::move(px_)) {
+    separable = fir::cpu::separate_filter(k, kh, kw, col, row);
+  }
+  // the flipped filter's tap ky: filter row kh - 1 - ky
+  const acc_t* filter_row(int64_t ky) const { return k + (kh - 1 - ky) * kw; }
+  acc_t col_tap(int64_t ky) const { return col[kh - 1 - ky]; }
+  // the ring's rows: separable, the rows filtered along x; else the staged rows
+  int64_t ring_width() const { return separable ? px.out : px.staged_size(); }
 };
 
-inline Range axis_range(int64_t step, int64_t offset, int64_t size, int64_t count) {
-  // j * step + offset >= 0 and <= size - 1
-  return {std::max<int64_t>(0, -floor_div<int64_t>(offset, step)),
-          std::min<int64_t>(count - 1, floor_div<int64_t>(size - 1 - offset, step))};
+// Everything a pass shares between its tasks.
+template <typename scalar_t>
+struct Plan {
+  using acc_t = at::opmath_type<scalar_t>;
+  StageFilter<acc_t> s1, s2;
+  int64_t slots1, slots2;       // the most rows an intermediate / output row reads
+  std::vector<int64_t> to_split; // intermediate x: its place in a stage-1 row (split by ax.up)
+  std::vector<int64_t> to_stage; // intermediate x: its place in a stage-2 staged row, or -1
+  RowKernels<acc_t> kern;
+
+  explicit Plan(const Pass<scalar_t>& p)
+      : s1(p.k1, p.ay.k1, p.ax.k1, fir::cpu::make_row_plan(p.ax.in, p.ax.mid, p.ax.up, 1, p.ax.off1, p.ax.k1)),
+        s2(p.k2, p.ay.k2, p.ax.k2, fir::cpu::make_row_plan(p.ax.mid, p.ax.out, 1, p.ax.down, p.ax.off2, p.ax.k2)),
+        slots1((p.ay.k1 + p.ay.up - 1) / p.ay.up),
+        slots2(p.ay.k2),
+        kern(fir::cpu::row_kernels<acc_t>()) {
+    for (int64_t mx = 0; mx < p.ax.mid; ++mx) {
+      to_split.push_back(s1.px.split_index(mx));
+      to_stage.push_back(s2.px.staged_index(mx));
+    }
+  }
+};
+
+// A task's buffers.
+template <typename acc_t>
+struct Workspace {
+  RowRing<acc_t> ring1, ring2;
+  std::vector<acc_t> staged1, staged2, mid, out, weights;
+  std::vector<const acc_t*> sources;
+
+  template <typename scalar_t>
+  Workspace(const Plan<scalar_t>& plan) {
+    ring1.reset(plan.slots1, plan.s1.ring_width());
+    ring2.reset(plan.slots2, plan.s2.ring_width());
+    staged1.assign(plan.s1.separable ? plan.s1.px.staged_size() : 0, acc_t(0));
+    staged2.assign(plan.s2.separable ? plan.s2.px.staged_size() : 0, acc_t(0));
+    mid.resize(plan.s1.px.out);
+    out.resize(plan.s2.px.out);
+    weights.resize(std::max(plan.slots1, plan.slots2));
+    sources.resize(weights.size());
+  }
+};
+
+// dst (a row split by s.px) = the rows [w.i0, + w.count) of ring (read through the
+// flipped filter's taps w.k0 + j * up along y), filtered along x.
+template <typename acc_t>
+void filter_rows(const StageFilter<acc_t>& s, const RowKernels<acc_t>& kern, const fir::FirTaps<int64_t>& w,
+                 int64_t up, RowRing<acc_t>& ring, Workspace<acc_t>& ws, acc_t* dst) {
+  if (s.separable) {
+    for (int64_t j = 0; j < w.count; ++j) {
+      ws.sources[j] = ring.row(w.i0 + j);
+      ws.weights[j] = s.col_tap(w.k0 + j * up);
+    }
+    kern.combine_rows(ws.sources.data(), ws.weights.data(), w.count, s.px.out, dst);
+  } else if (w.count == 0) {
+    std::fill(dst, dst + s.px.out, acc_t(0));
+  } else {
+    for (int64_t j = 0; j < w.count; ++j) {
+      kern.filter_row(s.px, ring.row(w.i0 + j), s.filter_row(w.k0 + j * up), dst, j > 0);
+    }
+  }
 }
 
-using fir::PhaseSplit;
-
-// Stage 1 and the pointwise step of one plane into mid [ay.mid, ax.mid], each row split by
-// ax.down (stage 2 reads it so). A row accumulates, phase by phase of ax.up, one dense axpy per
-// filter tap (ky, then kx ascending: every sample sums its taps in that order), then the
-// pointwise step moves it into mid.
+// One plane of a pass.
 template <typename scalar_t>
-void upsample_filter_plane(const Pass<scalar_t>& p, int64_t plane, std::vector<at::opmath_type<scalar_t>>& z_row,
-                           std::vector<at::opmath_type<scalar_t>>& acc, std::vector<at::opmath_type<scalar_t>>& mid) {
+void run_plane(const Pass<scalar_t>& p, const Plan<scalar_t>& plan, int64_t plane,
+               Workspace<at::opmath_type<scalar_t>>& ws) {
   using acc_t = at::opmath_type<scalar_t>;
   const PassAxis& ax = p.ax;
   const PassAxis& ay = p.ay;
+  const StageFilter<acc_t>& s1 = plan.s1;
+  const StageFilter<acc_t>& s2 = plan.s2;
   const scalar_t* z = p.z + plane * ay.in * ax.in;
   const acc_t b = p.bias != nullptr ? static_cast<acc_t>(p.bias[plane % p.channels]) : acc_t(0);
   uint8_t* mask = p.mask != nullptr ? p.mask + plane * ay.mid * ax.mid : nullptr;
-  const PhaseSplit by_up{ax.mid, ax.up}, by_down{ax.mid, ax.down};
-  for (int64_t my = 0; my < ay.mid; ++my) {
-    const Taps<int64_t> ty = axis_taps<int64_t>(my + ay.off1, ay.up, ay.k1, ay.in);
-    std::fill(acc.begin(), acc.end(), acc_t(0));
-    for (int64_t jy = 0; jy < ty.count; ++jy) {
-      const scalar_t* in_row = z + (ty.i0 + jy) * ax.in;
-      for (int64_t c = 0; c < ax.in; ++c) {
-        z_row[c] = static_cast<acc_t>(in_row[c]) + b;
-      }
-      // the flipped filter's tap (ky, kx) is k1[k1_h - 1 - ky][k1_w - 1 - kx]
-      const acc_t* k_row = p.k1 + (ay.k1 - 1 - (ty.k0 + jy * ay.up)) * ax.k1;
-      for (int64_t r = 0; r < std::min(ax.up, ax.mid); ++r) {
-        // sample r + q * up reads input c = q + base + j through tap kx = kx0 + j * up
-        const fir::FirPhase<int64_t> phase = fir::fir_phase<int64_t>(r + ax.off1, ax.up);
-        const int64_t base = phase.i0;
-        const int64_t n = by_up.count(r);
-        acc_t* a_r = acc.data() + by_up.begin(r);
-        for (int64_t kx = phase.k0, j = 0; kx < ax.k1; kx += ax.up, ++j) {
-          const acc_t w = k_row[ax.k1 - 1 - kx];
-          const int64_t q0 = std::max<int64_t>(0, -(base + j));
-          const int64_t q1 = std::min<int64_t>(n, ax.in - (base + j));
-          const acc_t* z_j = z_row.data() + base + j;
-          for (int64_t q = q0; q < q1; ++q) {
-            a_r[q] += z_j[q] * w;
-          }
-        }
+  scalar_t* out = p.out + plane * ay.out * ax.out;
+  const bool record = p.mode == Pointwise::kActivateAndRecord;
+  ws.ring1.next = 0;
+
+  // intermediate row my: stage 1, the pointwise step, staged (and filtered along x) for stage 2
+  const auto mid_row = [&](int64_t my) {
+    const fir::FirTaps<int64_t> w = axis_taps<int64_t>(my + ay.off1, ay.up, ay.k1, ay.in);
+    for (int64_t i = std::max(ws.ring1.next, w.i0); i < w.i0 + w.count; ++i) {
+      if (s1.separable) {
+        fir::cpu::stage_row(s1.px, z + i * ax.in, b, ws.staged1.data());
+        plan.kern.filter_row(s1.px, ws.staged1.data(), s1.row.data(), ws.ring1.row(i), false);
+      } else {
+        fir::cpu::stage_row(s1.px, z + i * ax.in, b, ws.ring1.row(i));
       }
     }
-    acc_t* t_row = mid.data() + my * ax.mid;
+    ws.ring1.next = std::max(ws.ring1.next, w.i0 + w.count);
+    filter_rows(s1, plan.kern, w, ay.up, ws.ring1, ws, ws.mid.data());
+    acc_t* t = s2.separable ? ws.staged2.data() : ws.ring2.row(my);
     uint8_t* m_row = mask != nullptr ? mask + my * ax.mid : nullptr;
     for (int64_t mx = 0; mx < ax.mid; ++mx) {
-      acc_t v = acc[by_up.index(mx)];
+      acc_t v = ws.mid[plan.to_split[mx]];
       if (p.mode == Pointwise::kMasked) {
         v *= mask_factor<acc_t>(m_row[mx], p.gain, p.slope);
       } else {
         uint8_t code = 0;
         v = lrelu_gain_clamp<acc_t>(v, p.gain, p.slope, p.clamp, code);
-        if (p.mode == Pointwise::kActivateAndRecord) {
+        if (record) {
           m_row[mx] = code;
         }
       }
-      t_row[by_down.index(mx)] = v;
-    }
-  }
-}
-
-// Stage 2 of one plane from mid (rows split by ax.down), one dense axpy per filter tap as
-// stage 1 (acc_row: one output row in acc_t).
-template <typename scalar_t>
-void filter_downsample_plane(const Pass<scalar_t>& p, int64_t plane, const std::vector<at::opmath_type<scalar_t>>& mid,
-                             std::vector<at::opmath_type<scalar_t>>& acc_row) {
-  using acc_t = at::opmath_type<scalar_t>;
-  const PassAxis& ax = p.ax;
-  const PassAxis& ay = p.ay;
-  const PhaseSplit by_down{ax.mid, ax.down};
-  scalar_t* out = p.out + plane * ay.out * ax.out;
-  for (int64_t oy = 0; oy < ay.out; ++oy) {
-    const Taps<int64_t> ty = axis_taps<int64_t>(oy * ay.down + ay.off2, 1, ay.k2, ay.mid);
-    std::fill(acc_row.begin(), acc_row.end(), acc_t(0));
-    for (int64_t jy = 0; jy < ty.count; ++jy) {
-      const acc_t* t_row = mid.data() + (ty.i0 + jy) * ax.mid;
-      const acc_t* k_row = p.k2 + (ay.k2 - 1 - (ty.k0 + jy)) * ax.k2;
-      for (int64_t kx = 0; kx < ax.k2; ++kx) {
-        const acc_t w = k_row[ax.k2 - 1 - kx];
-        // output ox reads mid position ox * down + off2 + kx: phase s, index ox + base in it
-        const int64_t offset = ax.off2 + kx;
-        const int64_t s = floor_mod<int64_t>(offset, ax.down), base = floor_div<int64_t>(offset, ax.down);
-        const Range r = axis_range(ax.down, offset, ax.mid, ax.out);
-        const acc_t* t_s = t_row + by_down.begin(s) + base;
-        for (int64_t ox = r.lo; ox <= r.hi; ++ox) {
-          acc_row[ox] += t_s[ox] * w;
-        }
+      const int64_t place = plan.to_stage[mx];
+      if (place >= 0) {
+        t[place] = v;
       }
     }
-    for (int64_t ox = 0; ox < ax.out; ++ox) {
-      out[oy * ax.out + ox] = static_cast<scalar_t>(acc_row[ox]);
+    if (s2.separable) {
+      plan.kern.filter_row(s2.px, ws.staged2.data(), s2.row.data(), ws.ring2.row(my), false);
+    }
+  };
+
+  int64_t next_mid = 0;
+  for (int64_t oy = 0; oy < ay.out; ++oy) {
+    const fir::FirTaps<int64_t> w = axis_taps<int64_t>(oy * ay.down + ay.off2, 1, ay.k2, ay.mid);
+    if (!record) { // the intermediate rows that no output reads are skipped (the forward with a mask writes them)
+      next_mid = std::max(next_mid, w.i0);
+    }
+    for (; next_mid < w.i0 + w.count; ++next_mid) {
+      mid_row(next_mid);
+    }
+    filter_rows(s2, plan.kern, w, 1, ws.ring2, ws, ws.out.data());
+    fir::cpu::store_row(s2.px, ws.out.data(), out + oy * ax.out);
+  }
+  if (record) {
+    for (; next_mid < ay.mid; ++next_mid) {
+      mid_row(next_mid);
     }
   }
 }
@@ -155,11 +219,11 @@ void filter_downsample_plane(const Pass<scalar_t>& p, int64_t plane, const std::
 template <typename scalar_t>
 void run_pass(const Pass<scalar_t>& p) {
   using acc_t = at::opmath_type<scalar_t>;
+  const Plan<scalar_t> plan(p);
   at::parallel_for(0, p.planes, 1, [&](int64_t begin, int64_t end) {
-    std::vector<acc_t> mid(p.ay.mid * p.ax.mid), z_row(p.ax.in), acc(p.ax.mid), acc_row(p.ax.out);
+    Workspace<acc_t> ws(plan);
     for (int64_t plane = begin; plane < end; ++plane) {
-      upsample_filter_plane(p, plane, z_row, acc, mid);
-      filter_downsample_plane(p, plane, mid, acc_row);
+      run_plane(p, plan, plane, ws);
     }
   });
 }

@@ -1,0 +1,270 @@
+// CPU building blocks of the FIR ops (fir_rows_cpu.h): the row plans, the
+// separability test and the dense loops, the latter compiled twice on x86-64
+// (baseline and AVX2 + FMA through function attributes: only the functions
+// marked so use those instructions, and they run only where the CPU has them).
+
+#include "common/fir_rows_cpu.h"
+
+#include <ATen/Version.h>
+
+#include <cmath>
+#include <limits>
+#include <numeric>
+#include <string>
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#define MMOPS_FIR_AVX2 1
+#define MMOPS_FIR_TARGET_AVX2 __attribute__((target("avx2,fma")))
+#else
+#define MMOPS_FIR_AVX2 0
+#endif
+
+#if defined(__GNUC__) || defined(__clang__)
+#define MMOPS_FIR_INLINE inline __attribute__((always_inline))
+#define MMOPS_FIR_RESTRICT __restrict__
+#else
+#define MMOPS_FIR_INLINE inline
+#define MMOPS_FIR_RESTRICT
+#endif
+
+namespace mmops {
+namespace fir {
+namespace cpu {
+
+RowPlan make_row_plan(int64_t in, int64_t out, int64_t up, int64_t down, int64_t off, int64_t ksize) {
+  RowPlan plan;
+  plan.in = in;
+  plan.out = out;
+  plan.up = up;
+  plan.down = down;
+  plan.off = off;
+  plan.ksize = ksize;
+  const int64_t g = std::gcd(up, down);
+  plan.period = up / g;
+  plan.stride = down / g;
+  plan.phases = std::min(plan.period, out);
+  const PhaseSplit split{out, plan.period};
+  // the taps of each phase: input index i0 + j (the first output of the phase)
+  std::vector<int64_t> tap_i;
+  plan.tap_begin.push_back(0);
+  int64_t lo = std::numeric_limits<int64_t>::max(), hi = std::numeric_limits<int64_t>::min();
+  for (int64_t p = 0; p < plan.phases; ++p) {
+    const FirPhase<int64_t> phase = fir_phase<int64_t>(p * down + off, up);
+    const int64_t count = split.count(p);
+    plan.out_begin.push_back(split.begin(p));
+    plan.out_count.push_back(count);
+    int64_t taps = 0;
+    for (int64_t k = phase.k0, j = 0; k < ksize; k += up, ++j, ++taps) {
+      const int64_t i = phase.i0 + j;
+      tap_i.push_back(i);
+      plan.tap_k.push_back(ksize - 1 - k);
+      const int64_t m = floor_div<int64_t>(i, plan.stride);
+      lo = std::min(lo, m);
+      hi = std::max(hi, m + count - 1);
+    }
+    plan.max_taps = std::max(plan.max_taps, taps);
+    plan.tap_begin.push_back(static_cast<int64_t>(tap_i.size()));
+  }
+  if (tap_i.empty()) { // no taps read anything: every output is 0
+    lo = 0;
+    hi = -1;
+  }
+  plan.lo = lo;
+  plan.len = hi - lo + 1;
+  for (const int64_t i : tap_i) {
+    plan.tap_src.push_back(floor_mod<int64_t>(i, plan.stride) * plan.len + (floor_div<int64_t>(i, plan.stride) - lo));
+  }
+  // the inputs r + m * s (in [0, in)) with m in [lo, hi]
+  for (int64_t r = 0; r < plan.stride; ++r) {
+    const int64_t first = std::max(lo, floor_div<int64_t>(-r + plan.stride - 1, plan.stride));
+    const int64_t last = std::min(hi, floor_div<int64_t>(in - 1 - r, plan.stride));
+    plan.m_first.push_back(first);
+    plan.m_last.push_back(std::max(last, first - 1));
+  }
+  return plan;
+}
+
+namespace {
+
+// The dense loops, taps (rows) four at a time so that each pass over the
+// destination adds four products, in order.
+template <typename T>
+MMOPS_FIR_INLINE void axpy4(T* MMOPS_FIR_RESTRICT d, const T* MMOPS_FIR_RESTRICT s0, const T* MMOPS_FIR_RESTRICT s1,
+                            const T* MMOPS_FIR_RESTRICT s2, const T* MMOPS_FIR_RESTRICT s3, T w0, T w1, T w2, T w3,
+                            int64_t n) {
+  for (int64_t t = 0; t < n; ++t) {
+    d[t] = d[t] + w0 * s0[t] + w1 * s1[t] + w2 * s2[t] + w3 * s3[t];
+  }
+}
+
+template <typename T>
+MMOPS_FIR_INLINE void axpy2(T* MMOPS_FIR_RESTRICT d, const T* MMOPS_FIR_RESTRICT s0, const T* MMOPS_FIR_RESTRICT s1,
+                            T w0, T w1, int64_t n) {
+  for (int64_t t = 0; t < n; ++t) {
+    d[t] = d[t] + w0 * s0[t] + w1 * s1[t];
+  }
+}
+
+template <typename T>
+MMOPS_FIR_INLINE void axpy1(T* MMOPS_FIR_RESTRICT d, const T* MMOPS_FIR_RESTRICT s0, T w0, int64_t n) {
+  for (int64_t t = 0; t < n; ++t) {
+    d[t] = d[t] + w0 * s0[t];
+  }
+}
+
+// d[t] (+)= sum_j w[j] * src[j][t]
+template <typename T>
+MMOPS_FIR_INLINE void sum_rows(T* d, const T* const* src, const T* w, int64_t count, int64_t n) {
+  int64_t j = 0;
+  for (; j + 4 <= count; j += 4) {
+    axpy4(d, src[j], src[j + 1], src[j + 2], src[j + 3], w[j], w[j + 1], w[j + 2], w[j + 3], n);
+  }
+  if (j + 2 <= count) {
+    axpy2(d, src[j], src[j + 1], w[j], w[j + 1], n);
+    j += 2;
+  }
+  if (j < count) {
+    axpy1(d, src[j], w[j], n);
+  }
+}
+
+template <typename T>
+MMOPS_FIR_INLINE void filter_row_body(const RowPlan& plan, const T* staged, const T* filter, T* split,
+                                      bool accumulate) {
+  constexpr int64_t kBatch = 16;
+  const T* src[kBatch];
+  T w[kBatch];
+  for (int64_t p = 0; p < plan.phases; ++p) {
+    T* d = split + plan.out_begin[p];
+    const int64_t n = plan.out_count[p];
+    if (!accumulate) {
+      for (int64_t t = 0; t < n; ++t) {
+        d[t] = T(0);
+      }
+    }
+    for (int64_t b = plan.tap_begin[p]; b < plan.tap_begin[p + 1]; b += kBatch) {
+      const int64_t count = std::min(kBatch, plan.tap_begin[p + 1] - b);
+      for (int64_t j = 0; j < count; ++j) {
+        src[j] = staged + plan.tap_src[b + j];
+        w[j] = filter[plan.tap_k[b + j]];
+      }
+      sum_rows(d, src, w, count, n);
+    }
+  }
+}
+
+template <typename T>
+MMOPS_FIR_INLINE void combine_rows_body(const T* const* rows, const T* weights, int64_t count, int64_t size, T* dst) {
+  for (int64_t x = 0; x < size; ++x) {
+    dst[x] = T(0);
+  }
+  sum_rows(dst, rows, weights, count, size);
+}
+
+template <typename T>
+void filter_row_base(const RowPlan& plan, const T* staged, const T* filter, T* split, bool accumulate) {
+  filter_row_body(plan, staged, filter, split, accumulate);
+}
+
+template <typename T>
+void combine_rows_base(const T* const* rows, const T* weights, int64_t count, int64_t size, T* dst) {
+  combine_rows_body(rows, weights, count, size, dst);
+}
+
+#if MMOPS_FIR_AVX2
+template <typename T>
+MMOPS_FIR_TARGET_AVX2 void filter_row_avx2(const RowPlan& plan, const T* staged, const T* filter, T* split,
+                                           bool accumulate) {
+  filter_row_body(plan, staged, filter, split, accumulate);
+}
+
+template <typename T>
+MMOPS_FIR_TARGET_AVX2 void combine_rows_avx2(const T* const* rows, const T* weights, int64_t count, int64_t size,
+                                             T* dst) {
+  combine_rows_body(rows, weights, count, size, dst);
+}
+
+bool cpu_has_avx2() {
+  static const bool has = [] {
+    const std::string capability = at::get_cpu_capability();
+    return (capability == "AVX2" || capability == "AVX512") && __builtin_cpu_supports("avx2") &&
+           __builtin_cpu_supports("fma");
+  }();
+  return has;
+}
+#endif
+
+} // namespace
+
+template <typename acc_t>
+RowKernels<acc_t> row_kernels() {
+#if MMOPS_FIR_AVX2
+  if (cpu_has_avx2()) {
+    return {&filter_row_avx2<acc_t>, &combine_rows_avx2<acc_t>};
+  }
+#endif
+  return {&filter_row_base<acc_t>, &combine_rows_base<acc_t>};
+}
+
+template RowKernels<float> row_kernels<float>();
+template RowKernels<double> row_kernels<double>();
+
+template <typename acc_t>
+bool separate_filter(const acc_t* k, int64_t kh, int64_t kw, std::vector<acc_t>& col, std::vector<acc_t>& row) {
+  // the row of the largest tap; candidates for the pivot: its non-zero taps
+  int64_t r0 = 0;
+  acc_t largest = 0;
+  for (int64_t i = 0; i < kh * kw; ++i) {
+    if (!std::isfinite(k[i])) {
+      return false;
+    }
+    if (std::abs(k[i]) > largest) {
+      largest = std::abs(k[i]);
+      r0 = i / kw;
+    }
+  }
+  if (largest == acc_t(0)) {
+    return false;
+  }
+  const acc_t ulps = 4 * std::numeric_limits<acc_t>::epsilon();
+  std::vector<acc_t> c(kh), r(kw);
+  double best = -1;
+  for (int64_t c0 = 0; c0 < kw; ++c0) {
+    const acc_t pivot = k[r0 * kw + c0];
+    if (pivot == acc_t(0)) {
+      continue;
+    }
+    for (int64_t y = 0; y < kh; ++y) {
+      c[y] = k[y * kw + c0];
+    }
+    for (int64_t x = 0; x < kw; ++x) {
+      r[x] = k[r0 * kw + x] / pivot;
+    }
+    double error = 0; // the sum of the relative errors; -1: not within the bound
+    for (int64_t i = 0; i < kh * kw && error >= 0; ++i) {
+      const acc_t tap = k[i], product = c[i / kw] * r[i % kw];
+      const acc_t diff = std::abs(product - tap);
+      if (!(diff <= ulps * std::abs(tap))) {
+        error = -1;
+      } else if (tap != acc_t(0)) {
+        error += static_cast<double>(diff / std::abs(tap));
+      }
+    }
+    if (error >= 0 && (best < 0 || error < best)) {
+      best = error;
+      col = c;
+      row = r;
+    }
+    if (best == 0) {
+      break;
+    }
+  }
+  return best >= 0;
+}
+
+template bool separate_filter<float>(const float*, int64_t, int64_t, std::vector<float>&, std::vector<float>&);
+template bool separate_filter<double>(const double*, int64_t, int64_t, std::vector<double>&, std::vector<double>&);
+
+} // namespace cpu
+} // namespace fir
+} // namespace mmops
