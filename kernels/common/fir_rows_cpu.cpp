@@ -12,26 +12,25 @@
 #include <numeric>
 #include <string>
 
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-#define MMOPS_FIR_AVX2 1
-#define MMOPS_FIR_TARGET_AVX2 __attribute__((target("avx2,fma")))
-#else
-#define MMOPS_FIR_AVX2 0
-#endif
-
-#if defined(__GNUC__) || defined(__clang__)
-#define MMOPS_FIR_INLINE inline __attribute__((always_inline))
-#define MMOPS_FIR_RESTRICT __restrict__
-#else
-#define MMOPS_FIR_INLINE inline
-#define MMOPS_FIR_RESTRICT
-#endif
-
 namespace mmops {
 namespace fir {
 namespace cpu {
 
-RowPlan make_row_plan(int64_t in, int64_t out, int64_t up, int64_t down, int64_t off, int64_t ksize) {
+bool use_avx2() {
+#if MMOPS_FIR_HAVE_AVX2
+  static const bool use = [] {
+    const std::string capability = at::get_cpu_capability();
+    return (capability == "AVX2" || capability == "AVX512") && __builtin_cpu_supports("avx2") &&
+           __builtin_cpu_supports("fma");
+  }();
+  return use;
+#else
+  return false;
+#endif
+}
+
+RowPlan make_row_plan(int64_t in, int64_t out, int64_t up, int64_t down, int64_t off, int64_t ksize,
+                      bool whole_input) {
   RowPlan plan;
   plan.in = in;
   plan.out = out;
@@ -68,6 +67,10 @@ RowPlan make_row_plan(int64_t in, int64_t out, int64_t up, int64_t down, int64_t
   if (tap_i.empty()) { // no taps read anything: every output is 0
     lo = 0;
     hi = -1;
+  }
+  if (whole_input && in > 0) {
+    lo = std::min<int64_t>(lo, 0);
+    hi = std::max(hi, floor_div<int64_t>(in - 1, plan.stride));
   }
   plan.lo = lo;
   plan.len = hi - lo + 1;
@@ -171,26 +174,17 @@ void combine_rows_base(const T* const* rows, const T* weights, int64_t count, in
   combine_rows_body(rows, weights, count, size, dst);
 }
 
-#if MMOPS_FIR_AVX2
+#if MMOPS_FIR_HAVE_AVX2
 template <typename T>
-MMOPS_FIR_TARGET_AVX2 void filter_row_avx2(const RowPlan& plan, const T* staged, const T* filter, T* split,
+MMOPS_FIR_AVX2_TARGET void filter_row_avx2(const RowPlan& plan, const T* staged, const T* filter, T* split,
                                            bool accumulate) {
   filter_row_body(plan, staged, filter, split, accumulate);
 }
 
 template <typename T>
-MMOPS_FIR_TARGET_AVX2 void combine_rows_avx2(const T* const* rows, const T* weights, int64_t count, int64_t size,
+MMOPS_FIR_AVX2_TARGET void combine_rows_avx2(const T* const* rows, const T* weights, int64_t count, int64_t size,
                                              T* dst) {
   combine_rows_body(rows, weights, count, size, dst);
-}
-
-bool cpu_has_avx2() {
-  static const bool has = [] {
-    const std::string capability = at::get_cpu_capability();
-    return (capability == "AVX2" || capability == "AVX512") && __builtin_cpu_supports("avx2") &&
-           __builtin_cpu_supports("fma");
-  }();
-  return has;
 }
 #endif
 
@@ -198,8 +192,8 @@ bool cpu_has_avx2() {
 
 template <typename acc_t>
 RowKernels<acc_t> row_kernels() {
-#if MMOPS_FIR_AVX2
-  if (cpu_has_avx2()) {
+#if MMOPS_FIR_HAVE_AVX2
+  if (use_avx2()) {
     return {&filter_row_avx2<acc_t>, &combine_rows_avx2<acc_t>};
   }
 #endif

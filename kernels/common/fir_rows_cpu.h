@@ -37,9 +37,32 @@
 #include <cstdint>
 #include <vector>
 
+// MMOPS_FIR_AVX2_TARGET marks a function to be compiled for AVX2 + FMA (x86-64,
+// GCC / Clang; MMOPS_FIR_HAVE_AVX2 says whether it does): call it only where
+// use_avx2() holds. MMOPS_FIR_INLINE bodies inlined into such a function are
+// compiled (vectorised) for its target.
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#define MMOPS_FIR_HAVE_AVX2 1
+#define MMOPS_FIR_AVX2_TARGET __attribute__((target("avx2,fma")))
+#else
+#define MMOPS_FIR_HAVE_AVX2 0
+#define MMOPS_FIR_AVX2_TARGET
+#endif
+#if defined(__GNUC__) || defined(__clang__)
+#define MMOPS_FIR_INLINE inline __attribute__((always_inline))
+#define MMOPS_FIR_RESTRICT __restrict__
+#else
+#define MMOPS_FIR_INLINE inline
+#define MMOPS_FIR_RESTRICT
+#endif
+
 namespace mmops {
 namespace fir {
 namespace cpu {
+
+// Whether the AVX2 + FMA variants run: the CPU has them and ATen's CPU
+// capability is AVX2 or more (ATEN_CPU_CAPABILITY=default turns them off).
+bool use_avx2();
 
 struct RowPlan {
   int64_t in = 0, out = 0, up = 1, down = 1, off = 0, ksize = 1;
@@ -64,7 +87,10 @@ struct RowPlan {
   }
 };
 
-RowPlan make_row_plan(int64_t in, int64_t out, int64_t up, int64_t down, int64_t off, int64_t ksize);
+// whole_input: stage every input (staged_index(i) >= 0 for i in [0, in)), not only
+// those the taps read.
+RowPlan make_row_plan(int64_t in, int64_t out, int64_t up, int64_t down, int64_t off, int64_t ksize,
+                      bool whole_input = false);
 
 // staged[staged_index(i)] = x[i] + bias for the inputs that the taps read. The
 // other values of staged are left as they are: zero them once (RowRing does).
@@ -96,8 +122,7 @@ inline void store_row(const RowPlan& plan, const acc_t* split, T* out) {
 }
 
 // The dense loops, compiled for the baseline ISA and, on x86-64, for AVX2 + FMA
-// (used where ATen's CPU capability is AVX2 or more: ATEN_CPU_CAPABILITY=default
-// selects the baseline ones).
+// (used where use_avx2()).
 template <typename acc_t>
 struct RowKernels {
   // split (plan.out values, split by output phase) = (accumulate ? split : 0) + the

@@ -82,25 +82,107 @@ struct StageFilter {
   int64_t ring_width() const { return separable ? px.out : px.staged_size(); }
 };
 
-// Everything a pass shares between its tasks.
+// The pointwise step over a row of n intermediate samples, in place, without
+// branches (it vectorises): the forward (lrelu_gain_clamp, its code per sample
+// into code) and the backward passes (times mask_factor of the recorded code).
+template <typename acc_t>
+MMOPS_FIR_INLINE void activate_body(acc_t* MMOPS_FIR_RESTRICT v, int32_t* MMOPS_FIR_RESTRICT code, int64_t n,
+                                    acc_t gain, acc_t slope, acc_t clamp) {
+  if (clamp >= acc_t(0)) {
+    for (int64_t i = 0; i < n; ++i) {
+      const acc_t x = v[i];
+      const bool negative = x < acc_t(0);
+      const acc_t y = (negative ? x * slope : x) * gain;
+      const bool clamped = y > clamp || y < -clamp;
+      v[i] = clamped ? (y > acc_t(0) ? clamp : -clamp) : y;
+      code[i] = clamped ? kClamped : (negative ? kNegative : kPositive);
+    }
+  } else {
+    for (int64_t i = 0; i < n; ++i) {
+      const acc_t x = v[i];
+      const bool negative = x < acc_t(0);
+      v[i] = (negative ? x * slope : x) * gain;
+      code[i] = negative ? kNegative : kPositive;
+    }
+  }
+}
+
+template <typename acc_t>
+MMOPS_FIR_INLINE void masked_body(acc_t* MMOPS_FIR_RESTRICT v, const int32_t* MMOPS_FIR_RESTRICT code, int64_t n,
+                                  acc_t gain, acc_t slope) {
+  const acc_t negative = gain * slope; // mask_factor's values
+  for (int64_t i = 0; i < n; ++i) {
+    const int32_t c = code[i];
+    v[i] *= c == kPositive ? gain : (c == kNegative ? negative : acc_t(0));
+  }
+}
+
+template <typename acc_t>
+void activate_base(acc_t* v, int32_t* code, int64_t n, acc_t gain, acc_t slope, acc_t clamp) {
+  activate_body(v, code, n, gain, slope, clamp);
+}
+template <typename acc_t>
+void masked_base(acc_t* v, const int32_t* code, int64_t n, acc_t gain, acc_t slope) {
+  masked_body(v, code, n, gain, slope);
+}
+#if MMOPS_FIR_HAVE_AVX2
+template <typename acc_t>
+MMOPS_FIR_AVX2_TARGET void activate_avx2(acc_t* v, int32_t* code, int64_t n, acc_t gain, acc_t slope, acc_t clamp) {
+  activate_body(v, code, n, gain, slope, clamp);
+}
+template <typename acc_t>
+MMOPS_FIR_AVX2_TARGET void masked_avx2(acc_t* v, const int32_t* code, int64_t n, acc_t gain, acc_t slope) {
+  masked_body(v, code, n, gain, slope);
+}
+#endif
+
+template <typename acc_t>
+struct PointwiseKernels {
+  void (*activate)(acc_t* v, int32_t* code, int64_t n, acc_t gain, acc_t slope, acc_t clamp) = &activate_base<acc_t>;
+  void (*masked)(acc_t* v, const int32_t* code, int64_t n, acc_t gain, acc_t slope) = &masked_base<acc_t>;
+  PointwiseKernels() {
+#if MMOPS_FIR_HAVE_AVX2
+    if (fir::cpu::use_avx2()) {
+      activate = &activate_avx2<acc_t>;
+      masked = &masked_avx2<acc_t>;
+    }
+#endif
+  }
+};
+
+// Everything a pass shares between its tasks. An intermediate row is computed split by
+// output phase of stage 1 (PhaseSplit{mid, P}: phase p holds x = p + t * P); to_stage
+// moves it into a staged row of stage 2 (stage_step[p] > 0: phase p's samples land
+// stage_step[p] apart from to_stage[out_begin[p]]).
 template <typename scalar_t>
 struct Plan {
   using acc_t = at::opmath_type<scalar_t>;
   StageFilter<acc_t> s1, s2;
-  int64_t slots1, slots2;       // the most rows an intermediate / output row reads
-  std::vector<int64_t> to_split; // intermediate x: its place in a stage-1 row (split by ax.up)
-  std::vector<int64_t> to_stage; // intermediate x: its place in a stage-2 staged row, or -1
+  int64_t slots1, slots2;        // the most rows an intermediate / output row reads
+  std::vector<int64_t> to_stage; // split index -> its place in a stage-2 staged row
+  std::vector<int64_t> stage_step;
   RowKernels<acc_t> kern;
+  PointwiseKernels<acc_t> pointwise;
 
   explicit Plan(const Pass<scalar_t>& p)
       : s1(p.k1, p.ay.k1, p.ax.k1, fir::cpu::make_row_plan(p.ax.in, p.ax.mid, p.ax.up, 1, p.ax.off1, p.ax.k1)),
-        s2(p.k2, p.ay.k2, p.ax.k2, fir::cpu::make_row_plan(p.ax.mid, p.ax.out, 1, p.ax.down, p.ax.off2, p.ax.k2)),
+        s2(p.k2, p.ay.k2, p.ax.k2,
+           fir::cpu::make_row_plan(p.ax.mid, p.ax.out, 1, p.ax.down, p.ax.off2, p.ax.k2, /*whole_input=*/true)),
         slots1((p.ay.k1 + p.ay.up - 1) / p.ay.up),
         slots2(p.ay.k2),
         kern(fir::cpu::row_kernels<acc_t>()) {
+    const RowPlan& px = s1.px;
+    to_stage.resize(p.ax.mid);
     for (int64_t mx = 0; mx < p.ax.mid; ++mx) {
-      to_split.push_back(s1.px.split_index(mx));
-      to_stage.push_back(s2.px.staged_index(mx));
+      to_stage[px.split_index(mx)] = s2.px.staged_index(mx);
+    }
+    for (int64_t q = 0; q < px.phases; ++q) {
+      const int64_t* run = to_stage.data() + px.out_begin[q];
+      int64_t step = px.out_count[q] > 1 ? run[1] - run[0] : 1;
+      for (int64_t t = 1; t < px.out_count[q] && step > 0; ++t) {
+        step = run[t] - run[t - 1] == step ? step : 0;
+      }
+      stage_step.push_back(step);
     }
   }
 };
@@ -110,6 +192,8 @@ template <typename acc_t>
 struct Workspace {
   RowRing<acc_t> ring1, ring2;
   std::vector<acc_t> staged1, staged2, mid, out, weights;
+  std::vector<int32_t> codes; // an intermediate row's mask codes, split as mid (int32: the
+                              // pointwise loop vectorises with the float width)
   std::vector<const acc_t*> sources;
 
   template <typename scalar_t>
@@ -119,6 +203,7 @@ struct Workspace {
     staged1.assign(plan.s1.separable ? plan.s1.px.staged_size() : 0, acc_t(0));
     staged2.assign(plan.s2.separable ? plan.s2.px.staged_size() : 0, acc_t(0));
     mid.resize(plan.s1.px.out);
+    codes.resize(plan.s1.px.out);
     out.resize(plan.s2.px.out);
     weights.resize(std::max(plan.slots1, plan.slots2));
     sources.resize(weights.size());
@@ -174,22 +259,43 @@ void run_plane(const Pass<scalar_t>& p, const Plan<scalar_t>& plan, int64_t plan
     }
     ws.ring1.next = std::max(ws.ring1.next, w.i0 + w.count);
     filter_rows(s1, plan.kern, w, ay.up, ws.ring1, ws, ws.mid.data());
-    acc_t* t = s2.separable ? ws.staged2.data() : ws.ring2.row(my);
+    // the pointwise step on the split row; the mask row is in x order (x = q + t * P)
+    const RowPlan& px = s1.px;
     uint8_t* m_row = mask != nullptr ? mask + my * ax.mid : nullptr;
-    for (int64_t mx = 0; mx < ax.mid; ++mx) {
-      acc_t v = ws.mid[plan.to_split[mx]];
-      if (p.mode == Pointwise::kMasked) {
-        v *= mask_factor<acc_t>(m_row[mx], p.gain, p.slope);
-      } else {
-        uint8_t code = 0;
-        v = lrelu_gain_clamp<acc_t>(v, p.gain, p.slope, p.clamp, code);
-        if (record) {
-          m_row[mx] = code;
+    if (p.mode == Pointwise::kMasked) {
+      for (int64_t q = 0; q < px.phases; ++q) {
+        int32_t* c = ws.codes.data() + px.out_begin[q];
+        for (int64_t t = 0; t < px.out_count[q]; ++t) {
+          c[t] = m_row[q + t * px.period];
         }
       }
-      const int64_t place = plan.to_stage[mx];
-      if (place >= 0) {
-        t[place] = v;
+      plan.pointwise.masked(ws.mid.data(), ws.codes.data(), ax.mid, p.gain, p.slope);
+    } else {
+      plan.pointwise.activate(ws.mid.data(), ws.codes.data(), ax.mid, p.gain, p.slope, p.clamp);
+      if (record) {
+        for (int64_t q = 0; q < px.phases; ++q) {
+          const int32_t* c = ws.codes.data() + px.out_begin[q];
+          for (int64_t t = 0; t < px.out_count[q]; ++t) {
+            m_row[q + t * px.period] = static_cast<uint8_t>(c[t]);
+          }
+        }
+      }
+    }
+    // into the staged row of stage 2
+    acc_t* staged = s2.separable ? ws.staged2.data() : ws.ring2.row(my);
+    for (int64_t q = 0; q < px.phases; ++q) {
+      const acc_t* v = ws.mid.data() + px.out_begin[q];
+      const int64_t* place = plan.to_stage.data() + px.out_begin[q];
+      const int64_t step = plan.stage_step[q];
+      if (step > 0) {
+        acc_t* dst = staged + place[0];
+        for (int64_t t = 0; t < px.out_count[q]; ++t) {
+          dst[t * step] = v[t];
+        }
+      } else {
+        for (int64_t t = 0; t < px.out_count[q]; ++t) {
+          staged[place[t]] = v[t];
+        }
       }
     }
     if (s2.separable) {
