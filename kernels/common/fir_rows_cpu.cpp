@@ -8,9 +8,11 @@
 #include <ATen/Version.h>
 
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <numeric>
 #include <string>
+#include <type_traits>
 
 namespace mmops {
 namespace fir {
@@ -174,7 +176,75 @@ void combine_rows_base(const T* const* rows, const T* weights, int64_t count, in
   combine_rows_body(rows, weights, count, size, dst);
 }
 
+// A split row in order: phase by phase, pairs for the common period 2.
+template <typename T>
+MMOPS_FIR_INLINE void interleave_body(const RowPlan& plan, const T* MMOPS_FIR_RESTRICT split,
+                                      T* MMOPS_FIR_RESTRICT out) {
+  if (plan.phases == 1) {
+    for (int64_t t = 0; t < plan.out; ++t) {
+      out[t] = split[t];
+    }
+  } else if (plan.period == 2) {
+    const T* a = split + plan.out_begin[0];
+    const T* b = split + plan.out_begin[1];
+    const int64_t pairs = plan.out_count[1];
+    for (int64_t t = 0; t < pairs; ++t) {
+      out[2 * t] = a[t];
+      out[2 * t + 1] = b[t];
+    }
+    if (plan.out_count[0] > pairs) {
+      out[2 * pairs] = a[pairs];
+    }
+  } else {
+    for (int64_t p = 0; p < plan.phases; ++p) {
+      const T* src = split + plan.out_begin[p];
+      for (int64_t t = 0; t < plan.out_count[p]; ++t) {
+        out[p + t * plan.period] = src[t];
+      }
+    }
+  }
+}
+
+// float -> Half / BFloat16, rounding to nearest even (as their constructors; the
+// BFloat16 one written without a branch so that it vectorises, same bits).
+MMOPS_FIR_INLINE void narrow_body(const float* MMOPS_FIR_RESTRICT src, c10::BFloat16* MMOPS_FIR_RESTRICT dst,
+                                  int64_t n) {
+  for (int64_t i = 0; i < n; ++i) {
+    const float v = src[i];
+    uint32_t u;
+    std::memcpy(&u, &v, sizeof(u));
+    const uint16_t rounded = static_cast<uint16_t>((u + ((u >> 16) & 1) + UINT32_C(0x7FFF)) >> 16);
+    dst[i] = c10::BFloat16(v != v ? UINT16_C(0x7FC0) : rounded, c10::BFloat16::from_bits());
+  }
+}
+
+MMOPS_FIR_INLINE void narrow_body(const float* MMOPS_FIR_RESTRICT src, c10::Half* MMOPS_FIR_RESTRICT dst, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) {
+    dst[i] = static_cast<c10::Half>(src[i]);
+  }
+}
+
+template <typename T>
+void interleave_base(const RowPlan& plan, const T* split, T* out) {
+  interleave_body(plan, split, out);
+}
+
+template <typename T>
+void narrow_base(const float* src, T* dst, int64_t n) {
+  narrow_body(src, dst, n);
+}
+
 #if MMOPS_FIR_HAVE_AVX2
+template <typename T>
+MMOPS_FIR_AVX2_TARGET void interleave_avx2(const RowPlan& plan, const T* split, T* out) {
+  interleave_body(plan, split, out);
+}
+
+template <typename T>
+MMOPS_FIR_AVX2_TARGET void narrow_avx2(const float* src, T* dst, int64_t n) {
+  narrow_body(src, dst, n);
+}
+
 template <typename T>
 MMOPS_FIR_AVX2_TARGET void filter_row_avx2(const RowPlan& plan, const T* staged, const T* filter, T* split,
                                            bool accumulate) {
@@ -203,9 +273,38 @@ RowKernels<acc_t> row_kernels() {
 template RowKernels<float> row_kernels<float>();
 template RowKernels<double> row_kernels<double>();
 
+template <typename T, typename acc_t>
+void store_row(const RowPlan& plan, const acc_t* split, T* out, acc_t* scratch) {
+  const bool avx2 = use_avx2();
+  if constexpr (std::is_same_v<T, acc_t>) {
+#if MMOPS_FIR_HAVE_AVX2
+    if (avx2) {
+      interleave_avx2(plan, split, out);
+      return;
+    }
+#endif
+    interleave_base(plan, split, out);
+  } else {
+#if MMOPS_FIR_HAVE_AVX2
+    if (avx2) {
+      interleave_avx2(plan, split, scratch);
+      narrow_avx2(scratch, out, plan.out);
+      return;
+    }
+#endif
+    interleave_base(plan, split, scratch);
+    narrow_base(scratch, out, plan.out);
+  }
+}
+
+template void store_row<float, float>(const RowPlan&, const float*, float*, float*);
+template void store_row<double, double>(const RowPlan&, const double*, double*, double*);
+template void store_row<c10::Half, float>(const RowPlan&, const float*, c10::Half*, float*);
+template void store_row<c10::BFloat16, float>(const RowPlan&, const float*, c10::BFloat16*, float*);
+
 template <typename acc_t>
 bool separate_filter(const acc_t* k, int64_t kh, int64_t kw, std::vector<acc_t>& col, std::vector<acc_t>& row) {
-  // the row of the largest tap; candidates for the pivot: its non-zero taps
+  // the row r0 of the largest tap
   int64_t r0 = 0;
   acc_t largest = 0;
   for (int64_t i = 0; i < kh * kw; ++i) {
@@ -220,21 +319,26 @@ bool separate_filter(const acc_t* k, int64_t kh, int64_t kw, std::vector<acc_t>&
   if (largest == acc_t(0)) {
     return false;
   }
+  // pivots: row r0's largest tap and its smallest non-zero one (integer ratios, exact)
+  const acc_t* k_row = k + r0 * kw;
+  int64_t big = 0, small = -1;
+  for (int64_t x = 0; x < kw; ++x) {
+    const acc_t a = std::abs(k_row[x]);
+    big = a > std::abs(k_row[big]) ? x : big;
+    small = a != acc_t(0) && (small < 0 || a < std::abs(k_row[small])) ? x : small;
+  }
   const acc_t ulps = 4 * std::numeric_limits<acc_t>::epsilon();
   std::vector<acc_t> c(kh), r(kw);
   double best = -1;
-  for (int64_t c0 = 0; c0 < kw; ++c0) {
-    const acc_t pivot = k[r0 * kw + c0];
-    if (pivot == acc_t(0)) {
-      continue;
-    }
+  for (const int64_t c0 : {small, big}) {
+    const acc_t pivot = k_row[c0];
     for (int64_t y = 0; y < kh; ++y) {
       c[y] = k[y * kw + c0];
     }
     for (int64_t x = 0; x < kw; ++x) {
-      r[x] = k[r0 * kw + x] / pivot;
+      r[x] = k_row[x] / pivot;
     }
-    double error = 0; // the sum of the relative errors; -1: not within the bound
+    double error = 0; // the sum of the relative errors; -1: a tap is off by more than the bound
     for (int64_t i = 0; i < kh * kw && error >= 0; ++i) {
       const acc_t tap = k[i], product = c[i / kw] * r[i % kw];
       const acc_t diff = std::abs(product - tap);

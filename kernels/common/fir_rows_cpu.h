@@ -109,17 +109,11 @@ inline void stage_row(const RowPlan& plan, const T* x, acc_t bias, acc_t* staged
   }
 }
 
-// out[o] = split[split_index(o)] for o in [0, plan.out), converted.
+// out[o] = split[split_index(o)] for o in [0, plan.out), converted to T (T is
+// acc_t, or Half / BFloat16 with acc_t float; scratch: plan.out values, used for
+// the conversion).
 template <typename T, typename acc_t>
-inline void store_row(const RowPlan& plan, const acc_t* split, T* out) {
-  for (int64_t p = 0; p < plan.phases; ++p) {
-    const acc_t* src = split + plan.out_begin[p];
-    T* dst = out + p;
-    for (int64_t t = 0; t < plan.out_count[p]; ++t) {
-      dst[t * plan.period] = static_cast<T>(src[t]);
-    }
-  }
-}
+void store_row(const RowPlan& plan, const acc_t* split, T* out, acc_t* scratch);
 
 // The dense loops, compiled for the baseline ISA and, on x86-64, for AVX2 + FMA
 // (used where use_avx2()).

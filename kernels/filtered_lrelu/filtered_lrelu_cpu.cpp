@@ -191,7 +191,7 @@ struct Plan {
 template <typename acc_t>
 struct Workspace {
   RowRing<acc_t> ring1, ring2;
-  std::vector<acc_t> staged1, staged2, mid, out, weights;
+  std::vector<acc_t> staged1, staged2, mid, out, scratch, weights;
   std::vector<int32_t> codes; // an intermediate row's mask codes, split as mid (int32: the
                               // pointwise loop vectorises with the float width)
   std::vector<const acc_t*> sources;
@@ -205,6 +205,7 @@ struct Workspace {
     mid.resize(plan.s1.px.out);
     codes.resize(plan.s1.px.out);
     out.resize(plan.s2.px.out);
+    scratch.resize(plan.s2.px.out);
     weights.resize(std::max(plan.slots1, plan.slots2));
     sources.resize(weights.size());
   }
@@ -313,7 +314,7 @@ void run_plane(const Pass<scalar_t>& p, const Plan<scalar_t>& plan, int64_t plan
       mid_row(next_mid);
     }
     filter_rows(s2, plan.kern, w, 1, ws.ring2, ws, ws.out.data());
-    fir::cpu::store_row(s2.px, ws.out.data(), out + oy * ax.out);
+    fir::cpu::store_row(s2.px, ws.out.data(), out + oy * ax.out, ws.scratch.data());
   }
   if (record) {
     for (; next_mid < ay.mid; ++next_mid) {

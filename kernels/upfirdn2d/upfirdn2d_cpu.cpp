@@ -52,7 +52,7 @@ void forward_impl(const at::Tensor& input, const at::Tensor& kernel, at::Tensor&
     // separable: the rows filtered along x; else the staged input rows
     RowRing<acc_t> ring;
     ring.reset(slots, separable ? p.out_w : px.staged_size());
-    std::vector<acc_t> staged(separable ? px.staged_size() : 0), acc(p.out_w), weights(slots);
+    std::vector<acc_t> staged(separable ? px.staged_size() : 0), acc(p.out_w), scratch(p.out_w), weights(slots);
     std::vector<const acc_t*> sources(slots);
     int64_t plane = -1;
     for (int64_t r = begin; r < end; ++r) {
@@ -87,7 +87,7 @@ void forward_impl(const at::Tensor& input, const at::Tensor& kernel, at::Tensor&
           kern.filter_row(px, ring.row(ty.i0 + j), k_row, acc.data(), j > 0);
         }
       }
-      fir::cpu::store_row(px, acc.data(), out + r * p.out_w);
+      fir::cpu::store_row(px, acc.data(), out + r * p.out_w, scratch.data());
     }
   });
 }
