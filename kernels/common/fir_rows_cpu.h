@@ -122,6 +122,10 @@ struct RowKernels {
   // split (plan.out values, split by output phase) = (accumulate ? split : 0) + the
   // taps of `filter` (plan.ksize values, as given) over the staged row
   void (*filter_row)(const RowPlan& plan, const acc_t* staged, const acc_t* filter, acc_t* split, bool accumulate);
+  // split = the sum over j ascending of the staged rows[j] filtered by filters[j] (a 2-D
+  // filter: its rows), the taps of each in the order of filter_row
+  void (*filter_rows)(const RowPlan& plan, const acc_t* const* rows, const acc_t* const* filters, int64_t count,
+                      acc_t* split);
   // dst[x] = sum over j ascending of weights[j] * rows[j][x], x in [0, size)
   void (*combine_rows)(const acc_t* const* rows, const acc_t* weights, int64_t count, int64_t size, acc_t* dst);
 };

@@ -194,7 +194,7 @@ struct Workspace {
   std::vector<acc_t> staged1, staged2, mid, out, scratch, weights;
   std::vector<int32_t> codes; // an intermediate row's mask codes, split as mid (int32: the
                               // pointwise loop vectorises with the float width)
-  std::vector<const acc_t*> sources;
+  std::vector<const acc_t*> sources, filters;
 
   template <typename scalar_t>
   Workspace(const Plan<scalar_t>& plan) {
@@ -208,6 +208,7 @@ struct Workspace {
     scratch.resize(plan.s2.px.out);
     weights.resize(std::max(plan.slots1, plan.slots2));
     sources.resize(weights.size());
+    filters.resize(weights.size());
   }
 };
 
@@ -222,12 +223,12 @@ void filter_rows(const StageFilter<acc_t>& s, const RowKernels<acc_t>& kern, con
       ws.weights[j] = s.col_tap(w.k0 + j * up);
     }
     kern.combine_rows(ws.sources.data(), ws.weights.data(), w.count, s.px.out, dst);
-  } else if (w.count == 0) {
-    std::fill(dst, dst + s.px.out, acc_t(0));
   } else {
     for (int64_t j = 0; j < w.count; ++j) {
-      kern.filter_row(s.px, ring.row(w.i0 + j), s.filter_row(w.k0 + j * up), dst, j > 0);
+      ws.sources[j] = ring.row(w.i0 + j);
+      ws.filters[j] = s.filter_row(w.k0 + j * up);
     }
+    kern.filter_rows(s.px, ws.sources.data(), ws.filters.data(), w.count, dst);
   }
 }
 

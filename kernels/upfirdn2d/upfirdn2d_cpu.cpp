@@ -53,7 +53,7 @@ void forward_impl(const at::Tensor& input, const at::Tensor& kernel, at::Tensor&
     RowRing<acc_t> ring;
     ring.reset(slots, separable ? p.out_w : px.staged_size());
     std::vector<acc_t> staged(separable ? px.staged_size() : 0), acc(p.out_w), scratch(p.out_w), weights(slots);
-    std::vector<const acc_t*> sources(slots);
+    std::vector<const acc_t*> sources(slots), k_rows(slots);
     int64_t plane = -1;
     for (int64_t r = begin; r < end; ++r) {
       const int64_t oy = r % p.out_h;
@@ -79,13 +79,12 @@ void forward_impl(const at::Tensor& input, const at::Tensor& kernel, at::Tensor&
           weights[j] = col[p.kernel_h - 1 - (ty.k0 + j * p.up_y)];
         }
         kern.combine_rows(sources.data(), weights.data(), ty.count, p.out_w, acc.data());
-      } else if (ty.count == 0) {
-        std::fill(acc.begin(), acc.end(), acc_t(0));
       } else {
         for (int64_t j = 0; j < ty.count; ++j) {
-          const acc_t* k_row = k + (p.kernel_h - 1 - (ty.k0 + j * p.up_y)) * p.kernel_w;
-          kern.filter_row(px, ring.row(ty.i0 + j), k_row, acc.data(), j > 0);
+          sources[j] = ring.row(ty.i0 + j);
+          k_rows[j] = k + (p.kernel_h - 1 - (ty.k0 + j * p.up_y)) * p.kernel_w;
         }
+        kern.filter_rows(px, sources.data(), k_rows.data(), ty.count, acc.data());
       }
       fir::cpu::store_row(px, acc.data(), out + r * p.out_w, scratch.data());
     }
