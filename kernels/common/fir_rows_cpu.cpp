@@ -92,12 +92,13 @@ RowPlan make_row_plan(int64_t in, int64_t out, int64_t up, int64_t down, int64_t
 namespace {
 
 // The dense loops: d[t] = (accumulate ? d[t] : 0) + sum over j ascending of w[j] * src[j][t]
-// for t in [0, n). Blocks of 4 vectors of 32 bytes stay in registers over all the taps (GCC /
-// Clang vector extensions, lowered to pairs of 16-byte operations in the baseline variant);
-// a row that is not a whole number of vectors ends with one vector that overlaps the last
-// block, computed before the blocks are stored (its lanes get the same operations in the same
-// order, so the overlap is written twice with the same values). Rows shorter than a vector:
-// a scalar loop.
+// for t in [0, n). Groups of up to 5 vectors of 32 bytes stay in registers over all the taps
+// (GCC / Clang vector extensions, lowered to pairs of 16-byte operations in the baseline
+// variant): blocks of 4, then the rest of the row in one group. A row that is not a whole
+// number of vectors ends with a vector that overlaps the one before it, in the same group (all
+// its loads before its stores): the overlapped lanes get the same operations in the same
+// order, so they are written twice with the same values. Rows shorter than a vector: a scalar
+// loop.
 #if defined(__GNUC__) || defined(__clang__)
 #define MMOPS_FIR_VECTORS 1
 template <typename T>
@@ -110,6 +111,27 @@ template <>
 struct Vec<double> {
   typedef double type __attribute__((vector_size(32), aligned(8), may_alias));
 };
+
+// The NV vectors of d at offsets at[k].
+template <typename T, int NV>
+MMOPS_FIR_INLINE void sum_group(T* d, const int64_t* at, const T* const* src, const T* w, int64_t count,
+                                bool accumulate) {
+  using V = typename Vec<T>::type;
+  V a[NV];
+  for (int k = 0; k < NV; ++k) {
+    a[k] = accumulate ? *reinterpret_cast<const V*>(d + at[k]) : V{};
+  }
+  for (int64_t j = 0; j < count; ++j) {
+    const T* s = src[j];
+    const T wj = w[j];
+    for (int k = 0; k < NV; ++k) {
+      a[k] = a[k] + wj * *reinterpret_cast<const V*>(s + at[k]);
+    }
+  }
+  for (int k = 0; k < NV; ++k) {
+    *reinterpret_cast<V*>(d + at[k]) = a[k];
+  }
+}
 #else
 #define MMOPS_FIR_VECTORS 0
 #endif
@@ -117,54 +139,46 @@ struct Vec<double> {
 template <typename T>
 MMOPS_FIR_INLINE void sum_rows(T* d, const T* const* src, const T* w, int64_t count, int64_t n, bool accumulate) {
 #if MMOPS_FIR_VECTORS
-  using V = typename Vec<T>::type;
-  constexpr int64_t L = static_cast<int64_t>(sizeof(V) / sizeof(T));
+  constexpr int64_t L = static_cast<int64_t>(sizeof(typename Vec<T>::type) / sizeof(T));
   if (n >= L) {
-    const int64_t last = n - L;
     const bool ragged = n % L != 0;
-    V tail = {};
-    if (ragged) {
-      if (accumulate) {
-        tail = *reinterpret_cast<const V*>(d + last);
-      }
-      for (int64_t j = 0; j < count; ++j) {
-        tail = tail + w[j] * *reinterpret_cast<const V*>(src[j] + last);
-      }
+    int64_t blocks = n / (4 * L), rest = n - blocks * 4 * L;
+    if (ragged && rest < L && blocks > 0) { // the overlapping vector joins the last block
+      --blocks;
+      rest += 4 * L;
     }
-    int64_t x = 0;
-    for (; x + 4 * L <= n; x += 4 * L) {
-      V a0 = {}, a1 = {}, a2 = {}, a3 = {};
-      if (accumulate) {
-        a0 = *reinterpret_cast<const V*>(d + x);
-        a1 = *reinterpret_cast<const V*>(d + x + L);
-        a2 = *reinterpret_cast<const V*>(d + x + 2 * L);
-        a3 = *reinterpret_cast<const V*>(d + x + 3 * L);
+    int64_t at[5];
+    for (int64_t b = 0; b < blocks; ++b) {
+      for (int k = 0; k < 4; ++k) {
+        at[k] = (4 * b + k) * L;
       }
-      for (int64_t j = 0; j < count; ++j) {
-        const T* s = src[j] + x;
-        const T wj = w[j];
-        a0 = a0 + wj * *reinterpret_cast<const V*>(s);
-        a1 = a1 + wj * *reinterpret_cast<const V*>(s + L);
-        a2 = a2 + wj * *reinterpret_cast<const V*>(s + 2 * L);
-        a3 = a3 + wj * *reinterpret_cast<const V*>(s + 3 * L);
-      }
-      *reinterpret_cast<V*>(d + x) = a0;
-      *reinterpret_cast<V*>(d + x + L) = a1;
-      *reinterpret_cast<V*>(d + x + 2 * L) = a2;
-      *reinterpret_cast<V*>(d + x + 3 * L) = a3;
+      sum_group<T, 4>(d, at, src, w, count, accumulate);
     }
-    for (; x + L <= n; x += L) {
-      V a = {};
-      if (accumulate) {
-        a = *reinterpret_cast<const V*>(d + x);
-      }
-      for (int64_t j = 0; j < count; ++j) {
-        a = a + w[j] * *reinterpret_cast<const V*>(src[j] + x);
-      }
-      *reinterpret_cast<V*>(d + x) = a;
+    int m = 0;
+    for (int64_t k = 0; k < rest / L; ++k) {
+      at[m++] = blocks * 4 * L + k * L;
     }
     if (ragged) {
-      *reinterpret_cast<V*>(d + last) = tail;
+      at[m++] = n - L;
+    }
+    switch (m) {
+      case 1:
+        sum_group<T, 1>(d, at, src, w, count, accumulate);
+        break;
+      case 2:
+        sum_group<T, 2>(d, at, src, w, count, accumulate);
+        break;
+      case 3:
+        sum_group<T, 3>(d, at, src, w, count, accumulate);
+        break;
+      case 4:
+        sum_group<T, 4>(d, at, src, w, count, accumulate);
+        break;
+      case 5:
+        sum_group<T, 5>(d, at, src, w, count, accumulate);
+        break;
+      default:
+        break;
     }
     return;
   }

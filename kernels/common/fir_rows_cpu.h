@@ -155,6 +155,14 @@ struct RowRing {
     next = 0;
   }
   acc_t* row(int64_t i) { return data.data() + (i % slots) * width; }
+  // rows[j] = row(i0 + j), j in [0, count) (count <= slots)
+  void window(int64_t i0, int64_t count, const acc_t** rows) {
+    int64_t slot = i0 % slots;
+    for (int64_t j = 0; j < count; ++j) {
+      rows[j] = data.data() + slot * width;
+      slot = slot + 1 == slots ? 0 : slot + 1;
+    }
+  }
 };
 
 // The window of rows [i0, i0 + count) that output row `o` of an axis reads

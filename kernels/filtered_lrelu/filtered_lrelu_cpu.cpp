@@ -161,6 +161,7 @@ struct Plan {
   int64_t slots1, slots2;        // the most rows an intermediate / output row reads
   std::vector<int64_t> to_stage; // split index -> its place in a stage-2 staged row
   std::vector<int64_t> stage_step;
+  std::vector<fir::FirTaps<int64_t>> windows1, windows2; // the rows an intermediate / output row reads
   RowKernels<acc_t> kern;
   PointwiseKernels<acc_t> pointwise;
 
@@ -171,6 +172,12 @@ struct Plan {
         slots1((p.ay.k1 + p.ay.up - 1) / p.ay.up),
         slots2(p.ay.k2),
         kern(fir::cpu::row_kernels<acc_t>()) {
+    for (int64_t my = 0; my < p.ay.mid; ++my) {
+      windows1.push_back(axis_taps<int64_t>(my + p.ay.off1, p.ay.up, p.ay.k1, p.ay.in));
+    }
+    for (int64_t oy = 0; oy < p.ay.out; ++oy) {
+      windows2.push_back(axis_taps<int64_t>(oy * p.ay.down + p.ay.off2, 1, p.ay.k2, p.ay.mid));
+    }
     const RowPlan& px = s1.px;
     to_stage.resize(p.ax.mid);
     for (int64_t mx = 0; mx < p.ax.mid; ++mx) {
@@ -217,15 +224,14 @@ struct Workspace {
 template <typename acc_t>
 void filter_rows(const StageFilter<acc_t>& s, const RowKernels<acc_t>& kern, const fir::FirTaps<int64_t>& w,
                  int64_t up, RowRing<acc_t>& ring, Workspace<acc_t>& ws, acc_t* dst) {
+  ring.window(w.i0, w.count, ws.sources.data());
   if (s.separable) {
     for (int64_t j = 0; j < w.count; ++j) {
-      ws.sources[j] = ring.row(w.i0 + j);
       ws.weights[j] = s.col_tap(w.k0 + j * up);
     }
     kern.combine_rows(ws.sources.data(), ws.weights.data(), w.count, s.px.out, dst);
   } else {
     for (int64_t j = 0; j < w.count; ++j) {
-      ws.sources[j] = ring.row(w.i0 + j);
       ws.filters[j] = s.filter_row(w.k0 + j * up);
     }
     kern.filter_rows(s.px, ws.sources.data(), ws.filters.data(), w.count, dst);
@@ -250,7 +256,7 @@ void run_plane(const Pass<scalar_t>& p, const Plan<scalar_t>& plan, int64_t plan
 
   // intermediate row my: stage 1, the pointwise step, staged (and filtered along x) for stage 2
   const auto mid_row = [&](int64_t my) {
-    const fir::FirTaps<int64_t> w = axis_taps<int64_t>(my + ay.off1, ay.up, ay.k1, ay.in);
+    const fir::FirTaps<int64_t>& w = plan.windows1[my];
     for (int64_t i = std::max(ws.ring1.next, w.i0); i < w.i0 + w.count; ++i) {
       if (s1.separable) {
         fir::cpu::stage_row(s1.px, z + i * ax.in, b, ws.staged1.data());
@@ -307,7 +313,7 @@ void run_plane(const Pass<scalar_t>& p, const Plan<scalar_t>& plan, int64_t plan
 
   int64_t next_mid = 0;
   for (int64_t oy = 0; oy < ay.out; ++oy) {
-    const fir::FirTaps<int64_t> w = axis_taps<int64_t>(oy * ay.down + ay.off2, 1, ay.k2, ay.mid);
+    const fir::FirTaps<int64_t>& w = plan.windows2[oy];
     if (!record) { // the intermediate rows that no output reads are skipped (the forward with a mask writes them)
       next_mid = std::max(next_mid, w.i0);
     }

@@ -46,6 +46,10 @@ void forward_impl(const at::Tensor& input, const at::Tensor& kernel, at::Tensor&
   const bool separable = fir::cpu::separate_filter(k, p.kernel_h, p.kernel_w, col, row);
   const RowKernels<acc_t> kern = fir::cpu::row_kernels<acc_t>();
   const int64_t slots = (p.kernel_h + p.up_y - 1) / p.up_y; // the most input rows an output row reads
+  std::vector<AxisTaps<int64_t>> y_taps(p.out_h);
+  for (int64_t oy = 0; oy < p.out_h; ++oy) {
+    y_taps[oy] = axis_taps<int64_t>(oy, p.up_y, p.down_y, p.pad_y0, p.kernel_h, p.in_h);
+  }
   const int64_t rows = p.planes * p.out_h;
   const int64_t grain = std::max<int64_t>(1, 16384 / std::max<int64_t>(1, p.out_w));
   at::parallel_for(0, rows, grain, [&](int64_t begin, int64_t end) {
@@ -54,15 +58,10 @@ void forward_impl(const at::Tensor& input, const at::Tensor& kernel, at::Tensor&
     ring.reset(slots, separable ? p.out_w : px.staged_size());
     std::vector<acc_t> staged(separable ? px.staged_size() : 0), acc(p.out_w), scratch(p.out_w), weights(slots);
     std::vector<const acc_t*> sources(slots), k_rows(slots);
-    int64_t plane = -1;
+    int64_t plane = begin / p.out_h, oy = begin % p.out_h;
     for (int64_t r = begin; r < end; ++r) {
-      const int64_t oy = r % p.out_h;
-      if (r / p.out_h != plane) {
-        plane = r / p.out_h;
-        ring.next = 0;
-      }
       const scalar_t* in_plane = in + plane * p.in_h * p.in_w;
-      const AxisTaps<int64_t> ty = axis_taps<int64_t>(oy, p.up_y, p.down_y, p.pad_y0, p.kernel_h, p.in_h);
+      const AxisTaps<int64_t>& ty = y_taps[oy];
       for (int64_t i = std::max(ring.next, ty.i0); i < ty.i0 + ty.count; ++i) {
         if (separable) {
           fir::cpu::stage_row(px, in_plane + i * p.in_w, acc_t(0), staged.data());
@@ -73,20 +72,24 @@ void forward_impl(const at::Tensor& input, const at::Tensor& kernel, at::Tensor&
       }
       ring.next = std::max(ring.next, ty.i0 + ty.count);
       // the flipped kernel's tap ky = k0 + j * up_y is kernel row kh - 1 - ky
+      ring.window(ty.i0, ty.count, sources.data());
       if (separable) {
         for (int64_t j = 0; j < ty.count; ++j) {
-          sources[j] = ring.row(ty.i0 + j);
           weights[j] = col[p.kernel_h - 1 - (ty.k0 + j * p.up_y)];
         }
         kern.combine_rows(sources.data(), weights.data(), ty.count, p.out_w, acc.data());
       } else {
         for (int64_t j = 0; j < ty.count; ++j) {
-          sources[j] = ring.row(ty.i0 + j);
           k_rows[j] = k + (p.kernel_h - 1 - (ty.k0 + j * p.up_y)) * p.kernel_w;
         }
         kern.filter_rows(px, sources.data(), k_rows.data(), ty.count, acc.data());
       }
       fir::cpu::store_row(px, acc.data(), out + r * p.out_w, scratch.data());
+      if (++oy == p.out_h) { // the next plane: no rows in the ring
+        oy = 0;
+        ++plane;
+        ring.next = 0;
+      }
     }
   });
 }
