@@ -51,7 +51,7 @@ void forward_impl(const at::Tensor& input, const at::Tensor& kernel, at::Tensor&
     y_taps[oy] = axis_taps<int64_t>(oy, p.up_y, p.down_y, p.pad_y0, p.kernel_h, p.in_h);
   }
   const int64_t rows = p.planes * p.out_h;
-  const int64_t grain = std::max<int64_t>(1, 16384 / std::max<int64_t>(1, p.out_w));
+  const int64_t grain = std::max<int64_t>(1, 4096 / std::max<int64_t>(1, p.out_w)); // >= 4096 outputs a task
   at::parallel_for(0, rows, grain, [&](int64_t begin, int64_t end) {
     // separable: the rows filtered along x; else the staged input rows
     RowRing<acc_t> ring;
