@@ -31,8 +31,7 @@ bool use_avx2() {
 #endif
 }
 
-RowPlan make_row_plan(int64_t in, int64_t out, int64_t up, int64_t down, int64_t off, int64_t ksize,
-                      bool whole_input) {
+RowPlan make_row_plan(int64_t in, int64_t out, int64_t up, int64_t down, int64_t off, int64_t ksize, bool whole_input) {
   RowPlan plan;
   plan.in = in;
   plan.out = out;

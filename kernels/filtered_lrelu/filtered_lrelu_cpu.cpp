@@ -222,8 +222,8 @@ struct Workspace {
 // dst (a row split by s.px) = the rows [w.i0, + w.count) of ring (read through the
 // flipped filter's taps w.k0 + j * up along y), filtered along x.
 template <typename acc_t>
-void filter_rows(const StageFilter<acc_t>& s, const RowKernels<acc_t>& kern, const fir::FirTaps<int64_t>& w,
-                 int64_t up, RowRing<acc_t>& ring, Workspace<acc_t>& ws, acc_t* dst) {
+void filter_rows(const StageFilter<acc_t>& s, const RowKernels<acc_t>& kern, const fir::FirTaps<int64_t>& w, int64_t up,
+                 RowRing<acc_t>& ring, Workspace<acc_t>& ws, acc_t* dst) {
   ring.window(w.i0, w.count, ws.sources.data());
   if (s.separable) {
     for (int64_t j = 0; j < w.count; ++j) {
