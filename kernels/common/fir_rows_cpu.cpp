@@ -53,8 +53,7 @@ RowPlan make_row_plan(int64_t in, int64_t out, int64_t up, int64_t down, int64_t
     const int64_t count = split.count(p);
     plan.out_begin.push_back(split.begin(p));
     plan.out_count.push_back(count);
-    int64_t taps = 0;
-    for (int64_t k = phase.k0, j = 0; k < ksize; k += up, ++j, ++taps) {
+    for (int64_t k = phase.k0, j = 0; k < ksize; k += up, ++j) {
       const int64_t i = phase.i0 + j;
       tap_i.push_back(i);
       plan.tap_k.push_back(ksize - 1 - k);
@@ -62,7 +61,6 @@ RowPlan make_row_plan(int64_t in, int64_t out, int64_t up, int64_t down, int64_t
       lo = std::min(lo, m);
       hi = std::max(hi, m + count - 1);
     }
-    plan.max_taps = std::max(plan.max_taps, taps);
     plan.tap_begin.push_back(static_cast<int64_t>(tap_i.size()));
   }
   if (tap_i.empty()) { // no taps read anything: every output is 0

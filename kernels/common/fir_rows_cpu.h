@@ -19,14 +19,18 @@
 // rows along y. RowRing keeps the last rows a pass needs (outputs in
 // ascending order read windows of rows that only move forward).
 //
+// A filter that is not separable: an output row is the sum over the filter's
+// rows of the staged input rows filtered by them (filter_rows).
+//
 // Order of the sums: filter_row adds the taps of an output in the order of
 // the flipped filter's index k ascending (the plan's taps j), starting from
-// the destination's value; combine_rows adds its rows in the order given,
-// starting from 0. The zero margins add exact zeros (0 * w), so an output
-// sums the same non-zero terms as a gather over the taps that read input.
-// The multiply-adds may be fused (FMA) where the CPU has them: the results
-// may differ in the last bits between CPUs, never between runs or thread
-// counts on one machine.
+// the destination's value; filter_rows adds its rows in the order given, each
+// row's taps as filter_row, starting from 0; combine_rows adds its rows in the
+// order given, starting from 0. The zero margins add exact zeros (0 * w, the
+// filters being finite), so an output sums the same non-zero terms as a
+// gather over the taps that read input. The multiply-adds may be fused (FMA)
+// where the CPU has them: the results may differ in the last bits between
+// CPUs, never between runs or thread counts on one machine.
 
 #include "common/fir_taps.h"
 
@@ -75,7 +79,6 @@ struct RowPlan {
   std::vector<int64_t> out_begin, out_count, tap_begin, tap_src, tap_k;
   // per input phase r: the staged runs hold inputs r + m * s for m in [m_first[r], m_last[r]]
   std::vector<int64_t> m_first, m_last;
-  int64_t max_taps = 0; // the most taps an output has
 
   int64_t staged_size() const { return stride * len; }
   // where output o is in a split row
@@ -164,19 +167,6 @@ struct RowRing {
     }
   }
 };
-
-// The window of rows [i0, i0 + count) that output row `o` of an axis reads
-// (fir_taps), and its weights (the flipped filter's taps k0 + j * up of
-// `taps`, ksize values as given).
-template <typename acc_t>
-inline FirTaps<int64_t> row_window(int64_t pos, int64_t up, int64_t ksize, int64_t in, const acc_t* taps,
-                                   acc_t* weights) {
-  const FirTaps<int64_t> w = fir_taps<int64_t>(pos, up, ksize, in);
-  for (int64_t j = 0; j < w.count; ++j) {
-    weights[j] = taps[ksize - 1 - (w.k0 + j * up)];
-  }
-  return w;
-}
 
 } // namespace cpu
 } // namespace fir

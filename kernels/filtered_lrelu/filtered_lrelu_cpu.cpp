@@ -18,7 +18,9 @@
 // that read the signal, ascending. Planes are independent: the result does not
 // depend on the thread count. The pointwise step and the mask (one code per
 // intermediate sample, every one of them written by the forward) are as in
-// filtered_lrelu_math.h.
+// filtered_lrelu_math.h, computed without branches on a whole row (it
+// vectorises; the codes go through an int32 row). The dense loops run as AVX2
+// + FMA where the CPU and ATen's CPU capability allow (fir_rows_cpu.h).
 
 #include "filtered_lrelu/filtered_lrelu_kernels.h"
 
