@@ -1,14 +1,30 @@
-// CPU kernels of filtered_lrelu (filtered_lrelu_math.h): every pass is one
-// fused pass per plane, parallel over the planes (N * C): the plane's whole
-// intermediate grid in a task-local buffer (stage 1 and the pointwise step),
-// then the outputs from it (stage 2). Sums run over the taps that read the
-// signal only, in the order ky, then kx, accumulating in float (float64 for
-// float64); the loops are tap-major (one axpy along a row per filter tap) and
-// rows are kept split by phase (PhaseSplit), so every axpy is dense and
-// vectorises. Planes are independent: the result does not depend on
-// the thread count.
+// CPU kernels of filtered_lrelu (filtered_lrelu_math.h), row by row with the
+// building blocks of common/fir_rows_cpu.h. Every pass (the forward, the
+// gradient of input, its adjoint) runs each plane (N * C, in parallel) as a
+// stream of rows: an intermediate row is computed from the input rows it reads
+// (kept in a ring), goes through the pointwise step (and the mask), is staged
+// for stage 2 (split by the x down factor), and an output row is computed as
+// soon as the intermediate rows it reads are there. The buffers are a few rows
+// per task, allocated once per task. Accumulation in float (float64 for
+// float64).
+//
+// Each stage's filter is applied in two 1-D passes when it is separable
+// (separate_filter: filter = col x row, as StyleGAN3's 1-D filters give):
+// the rows read are filtered along x (filter_row, polyphase taps of `row`),
+// then combined along y (combine_rows, taps of `col`), so a sample is
+// sum_ky col[ky] * (sum_kx row[kx] * signal[..]). Any other filter: the sum
+// over ky of the staged rows filtered along x by filter row ky (ky, then kx:
+// the order of a direct 2-D sum). ky and kx run over the flipped filter's taps
+// that read the signal, ascending. Planes are independent: the result does not
+// depend on the thread count. The pointwise step and the mask (one code per
+// intermediate sample, every one of them written by the forward) are as in
+// filtered_lrelu_math.h, computed without branches on a whole row (it
+// vectorises; the codes go through an int32 row). The dense loops run as AVX2
+// + FMA where the CPU and ATen's CPU capability allow (fir_rows_cpu.h).
 
 #include "filtered_lrelu/filtered_lrelu_kernels.h"
+
+#include "common/fir_rows_cpu.h"
 
 #include <ATen/Dispatch.h>
 #include <ATen/OpMathType.h>
@@ -24,6 +40,9 @@ namespace kernels {
 namespace {
 
 using namespace filtered_lrelu_math;
+using fir::cpu::RowKernels;
+using fir::cpu::RowPlan;
+using fir::cpu::RowRing;
 
 enum class Pointwise {
   kActivate,          // the forward
@@ -46,108 +65,269 @@ struct Pass {
   acc_t gain = 1, slope = 0, clamp = -1;
 };
 
-// The samples j in [lo, hi] with j * step + offset in [0, size) (j in [0, count)).
-struct Range {
-  int64_t lo, hi;
+// One stage's filter [kh, kw] and its plan along x.
+template <typename acc_t>
+struct StageFilter {
+  const acc_t* k = nullptr;
+  int64_t kh = 1, kw = 1;
+  RowPlan px;
+  bool separable = false;
+  std::vector<acc_t> col, row; // when separable: k = col x row
+
+  StageFilter(const acc_t* k_, int64_t kh_, int64_t kw_, RowPlan px_) : k(k_), kh(kh_), kw(kw_), px(std::move(px_)) {
+    separable = fir::cpu::separate_filter(k, kh, kw, col, row);
+  }
+  // the flipped filter's tap ky: filter row kh - 1 - ky
+  const acc_t* filter_row(int64_t ky) const { return k + (kh - 1 - ky) * kw; }
+  acc_t col_tap(int64_t ky) const { return col[kh - 1 - ky]; }
+  // the ring's rows: separable, the rows filtered along x; else the staged rows
+  int64_t ring_width() const { return separable ? px.out : px.staged_size(); }
 };
 
-inline Range axis_range(int64_t step, int64_t offset, int64_t size, int64_t count) {
-  // j * step + offset >= 0 and <= size - 1
-  return {std::max<int64_t>(0, -floor_div<int64_t>(offset, step)),
-          std::min<int64_t>(count - 1, floor_div<int64_t>(size - 1 - offset, step))};
-}
-
-using fir::PhaseSplit;
-
-// Stage 1 and the pointwise step of one plane into mid [ay.mid, ax.mid], each row split by
-// ax.down (stage 2 reads it so). A row accumulates, phase by phase of ax.up, one dense axpy per
-// filter tap (ky, then kx ascending: every sample sums its taps in that order), then the
-// pointwise step moves it into mid.
-template <typename scalar_t>
-void upsample_filter_plane(const Pass<scalar_t>& p, int64_t plane, std::vector<at::opmath_type<scalar_t>>& z_row,
-                           std::vector<at::opmath_type<scalar_t>>& acc, std::vector<at::opmath_type<scalar_t>>& mid) {
-  using acc_t = at::opmath_type<scalar_t>;
-  const PassAxis& ax = p.ax;
-  const PassAxis& ay = p.ay;
-  const scalar_t* z = p.z + plane * ay.in * ax.in;
-  const acc_t b = p.bias != nullptr ? static_cast<acc_t>(p.bias[plane % p.channels]) : acc_t(0);
-  uint8_t* mask = p.mask != nullptr ? p.mask + plane * ay.mid * ax.mid : nullptr;
-  const PhaseSplit by_up{ax.mid, ax.up}, by_down{ax.mid, ax.down};
-  for (int64_t my = 0; my < ay.mid; ++my) {
-    const Taps<int64_t> ty = axis_taps<int64_t>(my + ay.off1, ay.up, ay.k1, ay.in);
-    std::fill(acc.begin(), acc.end(), acc_t(0));
-    for (int64_t jy = 0; jy < ty.count; ++jy) {
-      const scalar_t* in_row = z + (ty.i0 + jy) * ax.in;
-      for (int64_t c = 0; c < ax.in; ++c) {
-        z_row[c] = static_cast<acc_t>(in_row[c]) + b;
-      }
-      // the flipped filter's tap (ky, kx) is k1[k1_h - 1 - ky][k1_w - 1 - kx]
-      const acc_t* k_row = p.k1 + (ay.k1 - 1 - (ty.k0 + jy * ay.up)) * ax.k1;
-      for (int64_t r = 0; r < std::min(ax.up, ax.mid); ++r) {
-        // sample r + q * up reads input c = q + base + j through tap kx = kx0 + j * up
-        const fir::FirPhase<int64_t> phase = fir::fir_phase<int64_t>(r + ax.off1, ax.up);
-        const int64_t base = phase.i0;
-        const int64_t n = by_up.count(r);
-        acc_t* a_r = acc.data() + by_up.begin(r);
-        for (int64_t kx = phase.k0, j = 0; kx < ax.k1; kx += ax.up, ++j) {
-          const acc_t w = k_row[ax.k1 - 1 - kx];
-          const int64_t q0 = std::max<int64_t>(0, -(base + j));
-          const int64_t q1 = std::min<int64_t>(n, ax.in - (base + j));
-          const acc_t* z_j = z_row.data() + base + j;
-          for (int64_t q = q0; q < q1; ++q) {
-            a_r[q] += z_j[q] * w;
-          }
-        }
-      }
+// The pointwise step over a row of n intermediate samples, in place, without
+// branches (it vectorises): the forward (lrelu_gain_clamp, its code per sample
+// into code) and the backward passes (times mask_factor of the recorded code).
+template <typename acc_t>
+MMOPS_FIR_INLINE void activate_body(acc_t* MMOPS_FIR_RESTRICT v, int32_t* MMOPS_FIR_RESTRICT code, int64_t n,
+                                    acc_t gain, acc_t slope, acc_t clamp) {
+  if (clamp >= acc_t(0)) {
+    for (int64_t i = 0; i < n; ++i) {
+      const acc_t x = v[i];
+      const bool negative = x < acc_t(0);
+      const acc_t y = (negative ? x * slope : x) * gain;
+      const bool clamped = y > clamp || y < -clamp;
+      v[i] = clamped ? (y > acc_t(0) ? clamp : -clamp) : y;
+      code[i] = clamped ? kClamped : (negative ? kNegative : kPositive);
     }
-    acc_t* t_row = mid.data() + my * ax.mid;
-    uint8_t* m_row = mask != nullptr ? mask + my * ax.mid : nullptr;
-    for (int64_t mx = 0; mx < ax.mid; ++mx) {
-      acc_t v = acc[by_up.index(mx)];
-      if (p.mode == Pointwise::kMasked) {
-        v *= mask_factor<acc_t>(m_row[mx], p.gain, p.slope);
-      } else {
-        uint8_t code = 0;
-        v = lrelu_gain_clamp<acc_t>(v, p.gain, p.slope, p.clamp, code);
-        if (p.mode == Pointwise::kActivateAndRecord) {
-          m_row[mx] = code;
-        }
-      }
-      t_row[by_down.index(mx)] = v;
+  } else {
+    for (int64_t i = 0; i < n; ++i) {
+      const acc_t x = v[i];
+      const bool negative = x < acc_t(0);
+      v[i] = (negative ? x * slope : x) * gain;
+      code[i] = negative ? kNegative : kPositive;
     }
   }
 }
 
-// Stage 2 of one plane from mid (rows split by ax.down), one dense axpy per filter tap as
-// stage 1 (acc_row: one output row in acc_t).
+template <typename acc_t>
+MMOPS_FIR_INLINE void masked_body(acc_t* MMOPS_FIR_RESTRICT v, const int32_t* MMOPS_FIR_RESTRICT code, int64_t n,
+                                  acc_t gain, acc_t slope) {
+  const acc_t negative = gain * slope; // mask_factor's values
+  for (int64_t i = 0; i < n; ++i) {
+    const int32_t c = code[i];
+    v[i] *= c == kPositive ? gain : (c == kNegative ? negative : acc_t(0));
+  }
+}
+
+template <typename acc_t>
+void activate_base(acc_t* v, int32_t* code, int64_t n, acc_t gain, acc_t slope, acc_t clamp) {
+  activate_body(v, code, n, gain, slope, clamp);
+}
+template <typename acc_t>
+void masked_base(acc_t* v, const int32_t* code, int64_t n, acc_t gain, acc_t slope) {
+  masked_body(v, code, n, gain, slope);
+}
+#if MMOPS_FIR_HAVE_AVX2
+template <typename acc_t>
+MMOPS_FIR_AVX2_TARGET void activate_avx2(acc_t* v, int32_t* code, int64_t n, acc_t gain, acc_t slope, acc_t clamp) {
+  activate_body(v, code, n, gain, slope, clamp);
+}
+template <typename acc_t>
+MMOPS_FIR_AVX2_TARGET void masked_avx2(acc_t* v, const int32_t* code, int64_t n, acc_t gain, acc_t slope) {
+  masked_body(v, code, n, gain, slope);
+}
+#endif
+
+template <typename acc_t>
+struct PointwiseKernels {
+  void (*activate)(acc_t* v, int32_t* code, int64_t n, acc_t gain, acc_t slope, acc_t clamp) = &activate_base<acc_t>;
+  void (*masked)(acc_t* v, const int32_t* code, int64_t n, acc_t gain, acc_t slope) = &masked_base<acc_t>;
+  PointwiseKernels() {
+#if MMOPS_FIR_HAVE_AVX2
+    if (fir::cpu::use_avx2()) {
+      activate = &activate_avx2<acc_t>;
+      masked = &masked_avx2<acc_t>;
+    }
+#endif
+  }
+};
+
+// Everything a pass shares between its tasks. An intermediate row is computed split by
+// output phase of stage 1 (PhaseSplit{mid, P}: phase p holds x = p + t * P); to_stage
+// moves it into a staged row of stage 2 (stage_step[p] > 0: phase p's samples land
+// stage_step[p] apart from to_stage[out_begin[p]]).
 template <typename scalar_t>
-void filter_downsample_plane(const Pass<scalar_t>& p, int64_t plane, const std::vector<at::opmath_type<scalar_t>>& mid,
-                             std::vector<at::opmath_type<scalar_t>>& acc_row) {
+struct Plan {
+  using acc_t = at::opmath_type<scalar_t>;
+  StageFilter<acc_t> s1, s2;
+  int64_t slots1, slots2;        // the most rows an intermediate / output row reads
+  std::vector<int64_t> to_stage; // split index -> its place in a stage-2 staged row
+  std::vector<int64_t> stage_step;
+  std::vector<fir::FirTaps<int64_t>> windows1, windows2; // the rows an intermediate / output row reads
+  RowKernels<acc_t> kern;
+  PointwiseKernels<acc_t> pointwise;
+
+  explicit Plan(const Pass<scalar_t>& p)
+      : s1(p.k1, p.ay.k1, p.ax.k1, fir::cpu::make_row_plan(p.ax.in, p.ax.mid, p.ax.up, 1, p.ax.off1, p.ax.k1)),
+        s2(p.k2, p.ay.k2, p.ax.k2,
+           fir::cpu::make_row_plan(p.ax.mid, p.ax.out, 1, p.ax.down, p.ax.off2, p.ax.k2, /*whole_input=*/true)),
+        slots1((p.ay.k1 + p.ay.up - 1) / p.ay.up),
+        slots2(p.ay.k2),
+        kern(fir::cpu::row_kernels<acc_t>()) {
+    for (int64_t my = 0; my < p.ay.mid; ++my) {
+      windows1.push_back(axis_taps<int64_t>(my + p.ay.off1, p.ay.up, p.ay.k1, p.ay.in));
+    }
+    for (int64_t oy = 0; oy < p.ay.out; ++oy) {
+      windows2.push_back(axis_taps<int64_t>(oy * p.ay.down + p.ay.off2, 1, p.ay.k2, p.ay.mid));
+    }
+    const RowPlan& px = s1.px;
+    to_stage.resize(p.ax.mid);
+    for (int64_t mx = 0; mx < p.ax.mid; ++mx) {
+      to_stage[px.split_index(mx)] = s2.px.staged_index(mx);
+    }
+    for (int64_t q = 0; q < px.phases; ++q) {
+      const int64_t* run = to_stage.data() + px.out_begin[q];
+      int64_t step = px.out_count[q] > 1 ? run[1] - run[0] : 1;
+      for (int64_t t = 1; t < px.out_count[q] && step > 0; ++t) {
+        step = run[t] - run[t - 1] == step ? step : 0;
+      }
+      stage_step.push_back(step);
+    }
+  }
+};
+
+// A task's buffers.
+template <typename acc_t>
+struct Workspace {
+  RowRing<acc_t> ring1, ring2;
+  std::vector<acc_t> staged1, staged2, mid, out, scratch, weights;
+  std::vector<int32_t> codes; // an intermediate row's mask codes, split as mid (int32: the
+                              // pointwise loop vectorises with the float width)
+  std::vector<const acc_t*> sources, filters;
+
+  template <typename scalar_t>
+  Workspace(const Plan<scalar_t>& plan) {
+    ring1.reset(plan.slots1, plan.s1.ring_width());
+    ring2.reset(plan.slots2, plan.s2.ring_width());
+    staged1.assign(plan.s1.separable ? plan.s1.px.staged_size() : 0, acc_t(0));
+    staged2.assign(plan.s2.separable ? plan.s2.px.staged_size() : 0, acc_t(0));
+    mid.resize(plan.s1.px.out);
+    codes.resize(plan.s1.px.out);
+    out.resize(plan.s2.px.out);
+    scratch.resize(plan.s2.px.out);
+    weights.resize(std::max(plan.slots1, plan.slots2));
+    sources.resize(weights.size());
+    filters.resize(weights.size());
+  }
+};
+
+// dst (a row split by s.px) = the rows [w.i0, + w.count) of ring (read through the
+// flipped filter's taps w.k0 + j * up along y), filtered along x.
+template <typename acc_t>
+void filter_rows(const StageFilter<acc_t>& s, const RowKernels<acc_t>& kern, const fir::FirTaps<int64_t>& w, int64_t up,
+                 RowRing<acc_t>& ring, Workspace<acc_t>& ws, acc_t* dst) {
+  ring.window(w.i0, w.count, ws.sources.data());
+  if (s.separable) {
+    for (int64_t j = 0; j < w.count; ++j) {
+      ws.weights[j] = s.col_tap(w.k0 + j * up);
+    }
+    kern.combine_rows(ws.sources.data(), ws.weights.data(), w.count, s.px.out, dst);
+  } else {
+    for (int64_t j = 0; j < w.count; ++j) {
+      ws.filters[j] = s.filter_row(w.k0 + j * up);
+    }
+    kern.filter_rows(s.px, ws.sources.data(), ws.filters.data(), w.count, dst);
+  }
+}
+
+// One plane of a pass.
+template <typename scalar_t>
+void run_plane(const Pass<scalar_t>& p, const Plan<scalar_t>& plan, int64_t plane,
+               Workspace<at::opmath_type<scalar_t>>& ws) {
   using acc_t = at::opmath_type<scalar_t>;
   const PassAxis& ax = p.ax;
   const PassAxis& ay = p.ay;
-  const PhaseSplit by_down{ax.mid, ax.down};
+  const StageFilter<acc_t>& s1 = plan.s1;
+  const StageFilter<acc_t>& s2 = plan.s2;
+  const scalar_t* z = p.z + plane * ay.in * ax.in;
+  const acc_t b = p.bias != nullptr ? static_cast<acc_t>(p.bias[plane % p.channels]) : acc_t(0);
+  uint8_t* mask = p.mask != nullptr ? p.mask + plane * ay.mid * ax.mid : nullptr;
   scalar_t* out = p.out + plane * ay.out * ax.out;
-  for (int64_t oy = 0; oy < ay.out; ++oy) {
-    const Taps<int64_t> ty = axis_taps<int64_t>(oy * ay.down + ay.off2, 1, ay.k2, ay.mid);
-    std::fill(acc_row.begin(), acc_row.end(), acc_t(0));
-    for (int64_t jy = 0; jy < ty.count; ++jy) {
-      const acc_t* t_row = mid.data() + (ty.i0 + jy) * ax.mid;
-      const acc_t* k_row = p.k2 + (ay.k2 - 1 - (ty.k0 + jy)) * ax.k2;
-      for (int64_t kx = 0; kx < ax.k2; ++kx) {
-        const acc_t w = k_row[ax.k2 - 1 - kx];
-        // output ox reads mid position ox * down + off2 + kx: phase s, index ox + base in it
-        const int64_t offset = ax.off2 + kx;
-        const int64_t s = floor_mod<int64_t>(offset, ax.down), base = floor_div<int64_t>(offset, ax.down);
-        const Range r = axis_range(ax.down, offset, ax.mid, ax.out);
-        const acc_t* t_s = t_row + by_down.begin(s) + base;
-        for (int64_t ox = r.lo; ox <= r.hi; ++ox) {
-          acc_row[ox] += t_s[ox] * w;
+  const bool record = p.mode == Pointwise::kActivateAndRecord;
+  ws.ring1.next = 0;
+
+  // intermediate row my: stage 1, the pointwise step, staged (and filtered along x) for stage 2
+  const auto mid_row = [&](int64_t my) {
+    const fir::FirTaps<int64_t>& w = plan.windows1[my];
+    for (int64_t i = std::max(ws.ring1.next, w.i0); i < w.i0 + w.count; ++i) {
+      if (s1.separable) {
+        fir::cpu::stage_row(s1.px, z + i * ax.in, b, ws.staged1.data());
+        plan.kern.filter_row(s1.px, ws.staged1.data(), s1.row.data(), ws.ring1.row(i), false);
+      } else {
+        fir::cpu::stage_row(s1.px, z + i * ax.in, b, ws.ring1.row(i));
+      }
+    }
+    ws.ring1.next = std::max(ws.ring1.next, w.i0 + w.count);
+    filter_rows(s1, plan.kern, w, ay.up, ws.ring1, ws, ws.mid.data());
+    // the pointwise step on the split row; the mask row is in x order (x = q + t * P)
+    const RowPlan& px = s1.px;
+    uint8_t* m_row = mask != nullptr ? mask + my * ax.mid : nullptr;
+    if (p.mode == Pointwise::kMasked) {
+      for (int64_t q = 0; q < px.phases; ++q) {
+        int32_t* c = ws.codes.data() + px.out_begin[q];
+        for (int64_t t = 0; t < px.out_count[q]; ++t) {
+          c[t] = m_row[q + t * px.period];
+        }
+      }
+      plan.pointwise.masked(ws.mid.data(), ws.codes.data(), ax.mid, p.gain, p.slope);
+    } else {
+      plan.pointwise.activate(ws.mid.data(), ws.codes.data(), ax.mid, p.gain, p.slope, p.clamp);
+      if (record) {
+        for (int64_t q = 0; q < px.phases; ++q) {
+          const int32_t* c = ws.codes.data() + px.out_begin[q];
+          for (int64_t t = 0; t < px.out_count[q]; ++t) {
+            m_row[q + t * px.period] = static_cast<uint8_t>(c[t]);
+          }
         }
       }
     }
-    for (int64_t ox = 0; ox < ax.out; ++ox) {
-      out[oy * ax.out + ox] = static_cast<scalar_t>(acc_row[ox]);
+    // into the staged row of stage 2
+    acc_t* staged = s2.separable ? ws.staged2.data() : ws.ring2.row(my);
+    for (int64_t q = 0; q < px.phases; ++q) {
+      const acc_t* v = ws.mid.data() + px.out_begin[q];
+      const int64_t* place = plan.to_stage.data() + px.out_begin[q];
+      const int64_t step = plan.stage_step[q];
+      if (step > 0) {
+        acc_t* dst = staged + place[0];
+        for (int64_t t = 0; t < px.out_count[q]; ++t) {
+          dst[t * step] = v[t];
+        }
+      } else {
+        for (int64_t t = 0; t < px.out_count[q]; ++t) {
+          staged[place[t]] = v[t];
+        }
+      }
+    }
+    if (s2.separable) {
+      plan.kern.filter_row(s2.px, ws.staged2.data(), s2.row.data(), ws.ring2.row(my), false);
+    }
+  };
+
+  int64_t next_mid = 0;
+  for (int64_t oy = 0; oy < ay.out; ++oy) {
+    const fir::FirTaps<int64_t>& w = plan.windows2[oy];
+    if (!record) { // the intermediate rows that no output reads are skipped (the forward with a mask writes them)
+      next_mid = std::max(next_mid, w.i0);
+    }
+    for (; next_mid < w.i0 + w.count; ++next_mid) {
+      mid_row(next_mid);
+    }
+    filter_rows(s2, plan.kern, w, 1, ws.ring2, ws, ws.out.data());
+    fir::cpu::store_row(s2.px, ws.out.data(), out + oy * ax.out, ws.scratch.data());
+  }
+  if (record) {
+    for (; next_mid < ay.mid; ++next_mid) {
+      mid_row(next_mid);
     }
   }
 }
@@ -155,11 +335,11 @@ void filter_downsample_plane(const Pass<scalar_t>& p, int64_t plane, const std::
 template <typename scalar_t>
 void run_pass(const Pass<scalar_t>& p) {
   using acc_t = at::opmath_type<scalar_t>;
+  const Plan<scalar_t> plan(p);
   at::parallel_for(0, p.planes, 1, [&](int64_t begin, int64_t end) {
-    std::vector<acc_t> mid(p.ay.mid * p.ax.mid), z_row(p.ax.in), acc(p.ax.mid), acc_row(p.ax.out);
+    Workspace<acc_t> ws(plan);
     for (int64_t plane = begin; plane < end; ++plane) {
-      upsample_filter_plane(p, plane, z_row, acc, mid);
-      filter_downsample_plane(p, plane, mid, acc_row);
+      run_plane(p, plan, plane, ws);
     }
   });
 }

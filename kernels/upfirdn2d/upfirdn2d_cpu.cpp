@@ -1,12 +1,22 @@
-// CPU kernel of upfirdn2d (upfirdn2d_math.h): parallel over output rows of
-// all planes; each output sums only the taps that read input (the run of
-// AxisTaps per axis), in the order ky, then kx, accumulating in float (float64
-// for float64). Without downsampling along x (upsampling, blur) a row is
-// computed phase by phase of up_x as dense axpys (phase_row), else by a gather
-// per output (gather_row); both add in the same order. Outputs are
+// CPU kernel of upfirdn2d (upfirdn2d_math.h), row by row with the building
+// blocks of common/fir_rows_cpu.h: parallel over output rows of all planes;
+// each task keeps the input rows its output rows read in a ring (RowRing),
+// accumulating in float (float64 for float64).
+//
+// A separable kernel (separate_filter: kernel = col x row, as StyleGAN's 1-D
+// filters give) is applied in two passes: every input row that an output row
+// reads is filtered along x once (filter_row: the polyphase taps of `row`,
+// dense multiply-adds), and an output row is the sum of those filtered rows
+// times the taps of `col` (combine_rows). Output (oy, ox) is then
+// sum_ky col[ky] * (sum_kx row[kx] * in[..]), ky and kx the flipped kernel's
+// taps that read input, ascending. Any other kernel: an output row is the sum
+// over ky ascending of the staged input rows filtered along x by kernel row ky
+// (kx ascending), the per-output order of a direct 2-D sum. Outputs are
 // independent: the result does not depend on the thread count.
 
 #include "upfirdn2d/upfirdn2d_kernels.h"
+
+#include "common/fir_rows_cpu.h"
 
 #include <ATen/Dispatch.h>
 #include <ATen/OpMathType.h>
@@ -21,61 +31,9 @@ namespace kernels {
 namespace {
 
 using namespace upfirdn2d_math;
-
-// One output row by the gather: each output sums its taps (ky, then kx).
-template <typename scalar_t>
-void gather_row(const scalar_t* in_plane, const at::opmath_type<scalar_t>* k, const AxisTaps<int64_t>& ty,
-                const std::vector<AxisTaps<int64_t>>& x_taps, const Upfirdn2dParams& p, scalar_t* out_row) {
-  using acc_t = at::opmath_type<scalar_t>;
-  for (int64_t ox = 0; ox < p.out_w; ++ox) {
-    const AxisTaps<int64_t>& tx = x_taps[ox];
-    acc_t acc = 0;
-    for (int64_t jy = 0; jy < ty.count; ++jy) {
-      const scalar_t* in_row = in_plane + (ty.i0 + jy) * p.in_w + tx.i0;
-      // the flipped kernel's tap (ky, kx) is kernel[kh - 1 - ky][kw - 1 - kx]
-      const acc_t* k_row = k + (p.kernel_h - 1 - (ty.k0 + jy * p.up_y)) * p.kernel_w + (p.kernel_w - 1 - tx.k0);
-      for (int64_t jx = 0; jx < tx.count; ++jx) {
-        acc += static_cast<acc_t>(in_row[jx]) * k_row[-jx * p.up_x];
-      }
-    }
-    out_row[ox] = static_cast<scalar_t>(acc);
-  }
-}
-
-// One output row when down_x == 1, phase by phase of up_x: the outputs ox = r + q * up_x of
-// phase r read input q + base_r + j through tap k0_r + j * up_x, so each tap is a dense axpy
-// over q (acc: the row split by phase). Every output still sums its taps in the order ky, then
-// kx, as the gather does.
-template <typename scalar_t>
-void phase_row(const scalar_t* in_plane, const at::opmath_type<scalar_t>* k, const AxisTaps<int64_t>& ty,
-               const Upfirdn2dParams& p, std::vector<at::opmath_type<scalar_t>>& acc, scalar_t* out_row) {
-  using acc_t = at::opmath_type<scalar_t>;
-  const int64_t up = p.up_x;
-  const fir::PhaseSplit by_up{p.out_w, up};
-  std::fill(acc.begin(), acc.end(), acc_t(0));
-  for (int64_t jy = 0; jy < ty.count; ++jy) {
-    const scalar_t* in_row = in_plane + (ty.i0 + jy) * p.in_w;
-    const acc_t* k_row = k + (p.kernel_h - 1 - (ty.k0 + jy * p.up_y)) * p.kernel_w + (p.kernel_w - 1);
-    for (int64_t r = 0; r < std::min(up, p.out_w); ++r) {
-      const fir::FirPhase<int64_t> phase = fir::fir_phase<int64_t>(r - p.pad_x0, up);
-      const int64_t base = phase.i0;
-      const int64_t n = by_up.count(r);
-      acc_t* a_r = acc.data() + by_up.begin(r);
-      for (int64_t kx = phase.k0, j = 0; kx < p.kernel_w; kx += up, ++j) {
-        const acc_t w = k_row[-kx];
-        const int64_t q0 = std::max<int64_t>(0, -(base + j));
-        const int64_t q1 = std::min<int64_t>(n, p.in_w - (base + j));
-        const scalar_t* in_j = in_row + base + j;
-        for (int64_t q = q0; q < q1; ++q) {
-          a_r[q] += static_cast<acc_t>(in_j[q]) * w;
-        }
-      }
-    }
-  }
-  for (int64_t ox = 0; ox < p.out_w; ++ox) {
-    out_row[ox] = static_cast<scalar_t>(acc[by_up.index(ox)]);
-  }
-}
+using fir::cpu::RowKernels;
+using fir::cpu::RowPlan;
+using fir::cpu::RowRing;
 
 template <typename scalar_t>
 void forward_impl(const at::Tensor& input, const at::Tensor& kernel, at::Tensor& output, const Upfirdn2dParams& p) {
@@ -83,24 +41,54 @@ void forward_impl(const at::Tensor& input, const at::Tensor& kernel, at::Tensor&
   const scalar_t* in = input.const_data_ptr<scalar_t>();
   const acc_t* k = kernel.const_data_ptr<acc_t>();
   scalar_t* out = output.mutable_data_ptr<scalar_t>();
+  const RowPlan px = fir::cpu::make_row_plan(p.in_w, p.out_w, p.up_x, p.down_x, -p.pad_x0, p.kernel_w);
+  std::vector<acc_t> col, row;
+  const bool separable = fir::cpu::separate_filter(k, p.kernel_h, p.kernel_w, col, row);
+  const RowKernels<acc_t> kern = fir::cpu::row_kernels<acc_t>();
+  const int64_t slots = (p.kernel_h + p.up_y - 1) / p.up_y; // the most input rows an output row reads
+  std::vector<AxisTaps<int64_t>> y_taps(p.out_h);
+  for (int64_t oy = 0; oy < p.out_h; ++oy) {
+    y_taps[oy] = axis_taps<int64_t>(oy, p.up_y, p.down_y, p.pad_y0, p.kernel_h, p.in_h);
+  }
   const int64_t rows = p.planes * p.out_h;
-  const int64_t grain = std::max<int64_t>(1, 16384 / std::max<int64_t>(1, p.out_w));
-  const bool by_phase = p.down_x == 1;
+  const int64_t grain = std::max<int64_t>(1, 4096 / std::max<int64_t>(1, p.out_w)); // >= 4096 outputs a task
   at::parallel_for(0, rows, grain, [&](int64_t begin, int64_t end) {
-    std::vector<AxisTaps<int64_t>> x_taps(by_phase ? 0 : p.out_w);
-    for (int64_t ox = 0; ox < static_cast<int64_t>(x_taps.size()); ++ox) {
-      x_taps[ox] = axis_taps<int64_t>(ox, p.up_x, p.down_x, p.pad_x0, p.kernel_w, p.in_w);
-    }
-    std::vector<acc_t> acc(by_phase ? p.out_w : 0);
+    // separable: the rows filtered along x; else the staged input rows
+    RowRing<acc_t> ring;
+    ring.reset(slots, separable ? p.out_w : px.staged_size());
+    std::vector<acc_t> staged(separable ? px.staged_size() : 0), acc(p.out_w), scratch(p.out_w), weights(slots);
+    std::vector<const acc_t*> sources(slots), k_rows(slots);
+    int64_t plane = begin / p.out_h, oy = begin % p.out_h;
     for (int64_t r = begin; r < end; ++r) {
-      const int64_t plane = r / p.out_h;
-      const int64_t oy = r % p.out_h;
-      const AxisTaps<int64_t> ty = axis_taps<int64_t>(oy, p.up_y, p.down_y, p.pad_y0, p.kernel_h, p.in_h);
       const scalar_t* in_plane = in + plane * p.in_h * p.in_w;
-      if (by_phase) {
-        phase_row(in_plane, k, ty, p, acc, out + r * p.out_w);
+      const AxisTaps<int64_t>& ty = y_taps[oy];
+      for (int64_t i = std::max(ring.next, ty.i0); i < ty.i0 + ty.count; ++i) {
+        if (separable) {
+          fir::cpu::stage_row(px, in_plane + i * p.in_w, acc_t(0), staged.data());
+          kern.filter_row(px, staged.data(), row.data(), ring.row(i), false);
+        } else {
+          fir::cpu::stage_row(px, in_plane + i * p.in_w, acc_t(0), ring.row(i));
+        }
+      }
+      ring.next = std::max(ring.next, ty.i0 + ty.count);
+      // the flipped kernel's tap ky = k0 + j * up_y is kernel row kh - 1 - ky
+      ring.window(ty.i0, ty.count, sources.data());
+      if (separable) {
+        for (int64_t j = 0; j < ty.count; ++j) {
+          weights[j] = col[p.kernel_h - 1 - (ty.k0 + j * p.up_y)];
+        }
+        kern.combine_rows(sources.data(), weights.data(), ty.count, p.out_w, acc.data());
       } else {
-        gather_row(in_plane, k, ty, x_taps, p, out + r * p.out_w);
+        for (int64_t j = 0; j < ty.count; ++j) {
+          k_rows[j] = k + (p.kernel_h - 1 - (ty.k0 + j * p.up_y)) * p.kernel_w;
+        }
+        kern.filter_rows(px, sources.data(), k_rows.data(), ty.count, acc.data());
+      }
+      fir::cpu::store_row(px, acc.data(), out + r * p.out_w, scratch.data());
+      if (++oy == p.out_h) { // the next plane: no rows in the ring
+        oy = 0;
+        ++plane;
+        ring.next = 0;
       }
     }
   });

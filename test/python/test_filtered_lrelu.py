@@ -6,6 +6,10 @@ CUDA tile arithmetic, CUDA == CPU and the mmcv bridge."""
 
 import importlib
 import math
+import os
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 import torch
@@ -243,6 +247,62 @@ def test_matches_reference_without_bias_and_other_gains():
         out = op(x, fu, fd, None, 2, 2, [5, 4, 5, 4], gain, slope, clamp)
         exp = filtered_lrelu_ref(x, fu, fd, None, 2, 2, [5, 4, 5, 4], gain, slope, clamp)
         torch.testing.assert_close(out, exp, rtol=1e-12, atol=1e-12)
+
+
+def _separable(fh, fw, seed, dtype=torch.float64, gain=1.0):
+    """A filter that is the outer product of two 1-D low-pass-like filters, computed in dtype."""
+    g = torch.Generator().manual_seed(3000 + seed)
+    col, row = (torch.rand(n, generator=g, dtype=torch.float64) + 0.2 for n in (fh, fw))
+    return torch.outer((col / col.sum()).to(dtype), (row / row.sum()).to(dtype)) * gain
+
+
+def _check_cpu_paths():
+    """The CPU kernel's paths against the float64 reference on every geometry of SHAPES: a
+    filter that is an outer product (to within rounding) runs as two 1-D passes, any other as
+    a 2-D sum. float64 (output and both gradients): separable filters, then the down filter a
+    tap off rank 1, then both random; float32 and bfloat16: outer products rounded in float32,
+    times up ** 2 (StyleGAN3's 1-D filters)."""
+    for i, (n, c, h, w, fu_size, fd_size, up, down, pad, clamp) in enumerate(SHAPES):
+        x = make_input(n, c, h, w, seed=i, dtype=torch.float64).requires_grad_(True)
+        bias = make_bias(c, seed=i, dtype=torch.float64).requires_grad_(True)
+        fu, fd = _separable(*fu_size, i), _separable(*fd_size, i + 10)
+        off = fd.clone()
+        off[fd_size[0] // 2, fd_size[1] // 2] *= 1 + 1e-9
+        random = (make_filter(*fu_size, seed=i, dtype=torch.float64), make_filter(*fd_size, seed=i + 10))
+        for filters in ((fu, fd), (fu, off), random):
+            rest = (*filters, bias, up, down, pad, SQRT2, 0.2, clamp)
+            out, exp = op(x, *rest), filtered_lrelu_ref(x, *rest)
+            torch.testing.assert_close(out, exp, rtol=1e-12, atol=1e-12)
+            go = torch.randn_like(out)
+            for g, e in zip(torch.autograd.grad(out, [x, bias], go), torch.autograd.grad(exp, [x, bias], go)):
+                torch.testing.assert_close(g, e, rtol=1e-12, atol=1e-12)
+        fu32 = _separable(*fu_size, i, torch.float32, gain=float(up * up))
+        fd32 = _separable(*fd_size, i + 10, torch.float32)
+        for dtype in (torch.float32, torch.bfloat16):
+            xd, bd = x.detach().to(dtype), bias.detach().to(dtype)
+            rest = (up, down, pad, SQRT2, 0.2, clamp)
+            exp = filtered_lrelu_ref(xd.double(), fu32.double(), fd32.double(), bd.double(), *rest)
+            torch.testing.assert_close(op(xd, fu32, fd32, bd, *rest).double(), exp, **TOL[dtype])
+
+
+def test_cpu_paths_match_reference():
+    _check_cpu_paths()
+
+
+def test_baseline_cpu_loops_match_reference():
+    # The CPU kernel's loops are compiled for the baseline ISA and for AVX2 + FMA, the latter
+    # used where ATen's CPU capability allows: ATEN_CPU_CAPABILITY=default (a child process)
+    # runs the baseline ones.
+    env = dict(os.environ, ATEN_CPU_CAPABILITY="default", PYTHONPATH=os.pathsep.join(sys.path))
+    env["MMOPS_LIBRARY"] = str(Path(mmops.library_path).absolute())
+    code = (
+        "import torch\n"
+        "assert torch.backends.cpu.get_cpu_capability() == 'DEFAULT'\n"
+        "import test_filtered_lrelu\n"
+        "test_filtered_lrelu._check_cpu_paths()\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
 
 
 def _row(values):

@@ -4,6 +4,10 @@ non-square kernels: the kernel is flipped), gradcheck and gradgradcheck (any-ord
 the Python wrapper's mmcv conventions, CUDA == CPU and the mmcv bridge."""
 
 import importlib
+import os
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 import torch
@@ -193,6 +197,53 @@ def test_matches_composite_on_larger_inputs():
         torch.testing.assert_close(
             op(x, k, up, down, pad), upfirdn2d_composite(x, k, up, down, pad), rtol=1e-12, atol=1e-12
         )
+
+
+def _separable(kh, kw, seed, dtype=torch.float64, gain=1.0):
+    """A kernel that is the outer product of two random 1-D filters, computed in dtype."""
+    g = torch.Generator().manual_seed(100 + seed)
+    col = torch.randn(kh, generator=g, dtype=torch.float64).to(dtype)
+    row = torch.randn(kw, generator=g, dtype=torch.float64).to(dtype)
+    return torch.outer(col, row) * gain
+
+
+def _check_cpu_paths():
+    """The CPU kernel's paths against the float64 reference on every geometry of SHAPES: a kernel
+    that is an outer product (to within rounding) runs as two 1-D passes, any other as a 2-D
+    sum. float64: a separable kernel, one a tap off rank 1 and a random one; float32 and
+    bfloat16: an outer product rounded in float32 times a gain (StyleGAN's 1-D filters)."""
+    for i, (n, c, h, w, kh, kw, up, down, pad) in enumerate(SHAPES):
+        x = make_input(n, c, h, w, seed=i, dtype=torch.float64)
+        k = _separable(kh, kw, i)
+        off = k.clone()
+        off[kh // 2, kw // 2] *= 1 + 1e-9
+        for kernel in (k, off, make_kernel(kh, kw, seed=i, dtype=torch.float64)):
+            exp = upfirdn2d_ref(x, kernel, up, down, pad)
+            torch.testing.assert_close(op(x, kernel, up, down, pad), exp, rtol=1e-12, atol=1e-12)
+        k32 = _separable(kh, kw, i, torch.float32, gain=4.0)
+        for dtype in (torch.float32, torch.bfloat16):
+            out = op(x.to(dtype), k32, up, down, pad)
+            torch.testing.assert_close(out.double(), upfirdn2d_ref(x.to(dtype), k32, up, down, pad), **TOL[dtype])
+
+
+def test_cpu_paths_match_reference():
+    _check_cpu_paths()
+
+
+def test_baseline_cpu_loops_match_reference():
+    # The CPU kernel's loops are compiled for the baseline ISA and for AVX2 + FMA, the latter
+    # used where ATen's CPU capability allows: ATEN_CPU_CAPABILITY=default (a child process)
+    # runs the baseline ones.
+    env = dict(os.environ, ATEN_CPU_CAPABILITY="default", PYTHONPATH=os.pathsep.join(sys.path))
+    env["MMOPS_LIBRARY"] = str(Path(mmops.library_path).absolute())
+    code = (
+        "import torch\n"
+        "assert torch.backends.cpu.get_cpu_capability() == 'DEFAULT'\n"
+        "import test_upfirdn2d\n"
+        "test_upfirdn2d._check_cpu_paths()\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
 
 
 def _row(values):
