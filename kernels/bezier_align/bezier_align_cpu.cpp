@@ -6,6 +6,7 @@
 // Backward: parallel over channels, so that no two threads ever add into the
 // same gradient value (no atomics, deterministic); each thread walks all rois.
 
+#include "common/layout.h"
 #include "bezier_align/bezier_align_kernels.h"
 #include "bezier_align/bezier_align_math.h"
 
@@ -167,7 +168,7 @@ void backward_kernel(const at::Tensor& grad_output, const at::Tensor& rois, acc_
 at::Tensor bezier_align_forward_cpu(const at::Tensor& input_, const at::Tensor& rois_,
                                     const BezierAlignParams& params) {
   // Channels-last: a sample's taps are then contiguous runs of channels.
-  const at::Tensor input = input_.contiguous(at::MemoryFormat::ChannelsLast);
+  const at::Tensor input = contiguous_cpu(input_, at::MemoryFormat::ChannelsLast);
   const at::Tensor rois = rois_.contiguous();
   at::Tensor output =
       at::empty({rois.size(0), input.size(1), params.pooled_height, params.pooled_width}, input.options());

@@ -16,6 +16,7 @@
 // boxes in order: no atomics, deterministic, the same result for any thread
 // count.
 
+#include "common/layout.h"
 #include "border_align/border_align_kernels.h"
 
 #include <ATen/Dispatch.h>
@@ -209,7 +210,7 @@ void backward_impl(const at::Tensor& grad_output, const at::Tensor& boxes, const
 
 std::tuple<at::Tensor, at::Tensor> border_align_forward_cpu(const at::Tensor& input_, const at::Tensor& boxes_,
                                                             const BorderAlignParams& p, bool with_argmax) {
-  const at::Tensor input = input_.contiguous(at::MemoryFormat::ChannelsLast);
+  const at::Tensor input = contiguous_cpu(input_, at::MemoryFormat::ChannelsLast);
   const at::Tensor boxes = boxes_.contiguous();
   at::Tensor output = at::empty({p.batch, p.channels, p.boxes, kBorders}, input.options());
   at::Tensor argmax = at::empty(with_argmax ? output.sizes() : at::IntArrayRef{0}, input.options().dtype(at::kInt));

@@ -1,11 +1,17 @@
 #pragma once
-// Memory-layout helpers of the CUDA kernels (one place for NCHW <-> NHWC).
-// Host-only declarations; the templated transpose itself is in layout_cuda.cuh.
+// Memory-layout helpers (one place for NCHW <-> NHWC).
+// Host-only declarations; the CUDA transpose itself is in layout_cuda.cuh.
 
 #include <ATen/core/Tensor.h>
 
 namespace mmops {
 namespace kernels {
+
+// A CPU tensor contiguous in `format`: `input` itself when it already is.
+// Between the NCHW and NHWC orders of a 4-D tensor this is a tiled transpose of
+// each image's [C, H*W] matrix, parallel over tiles (ATen's generic strided
+// copy is ~4x slower for this permutation); anything else is input.contiguous(format).
+at::Tensor contiguous_cpu(const at::Tensor& input, at::MemoryFormat format);
 
 #ifdef MMOPS_WITH_CUDA
 // A 4-D CUDA tensor in channels-last memory order: `input` itself when it

@@ -10,6 +10,8 @@
 
 #include "corner_pool/corner_pool_kernels.h"
 
+#include "common/layout.h"
+
 #include <ATen/Dispatch.h>
 #include <ATen/OpMathType.h>
 #include <ATen/Parallel.h>
@@ -170,7 +172,7 @@ void backward_lines(const scalar_t* x, const scalar_t* go, scalar_t* grad, const
 
 at::Tensor corner_pool_forward_cpu(const at::Tensor& input, const CornerPoolParams& p) {
   const at::MemoryFormat format = input.suggest_memory_format();
-  const at::Tensor x = input.contiguous(format);
+  const at::Tensor x = contiguous_cpu(input, format);
   at::Tensor out = at::empty(x.sizes(), x.options(), format);
   if (out.numel() == 0) {
     return out;
@@ -190,8 +192,8 @@ at::Tensor corner_pool_forward_cpu(const at::Tensor& input, const CornerPoolPara
 
 at::Tensor corner_pool_backward_cpu(const at::Tensor& grad_output, const at::Tensor& input, const CornerPoolParams& p) {
   const at::MemoryFormat format = input.suggest_memory_format();
-  const at::Tensor x = input.contiguous(format);
-  const at::Tensor go = grad_output.contiguous(format);
+  const at::Tensor x = contiguous_cpu(input, format);
+  const at::Tensor go = contiguous_cpu(grad_output, format); // often NCHW for a channels_last x
   at::Tensor grad = at::empty(x.sizes(), x.options(), format);
   if (grad.numel() == 0) {
     return grad;

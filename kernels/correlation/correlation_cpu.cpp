@@ -12,6 +12,7 @@
 // G(d, p - d) * input1[p - d], displacements in order: deterministic,
 // independent of the thread count, and the CUDA kernel's order.
 
+#include "common/layout.h"
 #include "common/host_device_math.h"
 #include "correlation/correlation_kernels.h"
 
@@ -156,8 +157,8 @@ at::Tensor correlation_forward_cpu(const at::Tensor& input1, const at::Tensor& i
   if (output.numel() == 0 || p.channels == 0) {
     return output;
   }
-  const at::Tensor a1 = input1.permute({0, 2, 3, 1}).contiguous();
-  const at::Tensor a2 = input2.permute({0, 2, 3, 1}).contiguous();
+  const at::Tensor a1 = contiguous_cpu(input1, at::MemoryFormat::ChannelsLast).permute({0, 2, 3, 1});
+  const at::Tensor a2 = contiguous_cpu(input2, at::MemoryFormat::ChannelsLast).permute({0, 2, 3, 1});
   AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, input1.scalar_type(), "mmops::correlation (CPU)",
                                   [&] { forward_impl<scalar_t>(a1, a2, output, p); });
   return output;
@@ -172,8 +173,8 @@ std::tuple<at::Tensor, at::Tensor> correlation_backward_cpu(const at::Tensor& gr
   at::Tensor grad2 = at::zeros({p.batch, p.height, p.width, p.channels}, acc_options);
   if (grad1.numel() > 0 && grad_output.numel() > 0) {
     const at::Tensor go = grad_output.contiguous();
-    const at::Tensor a1 = input1.permute({0, 2, 3, 1}).contiguous();
-    const at::Tensor a2 = input2.permute({0, 2, 3, 1}).contiguous();
+    const at::Tensor a1 = contiguous_cpu(input1, at::MemoryFormat::ChannelsLast).permute({0, 2, 3, 1});
+    const at::Tensor a2 = contiguous_cpu(input2, at::MemoryFormat::ChannelsLast).permute({0, 2, 3, 1});
     AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, dtype, "mmops::correlation backward (CPU)",
                                     [&] { backward_impl<scalar_t>(go, a1, a2, grad1, grad2, p); });
   }

@@ -7,6 +7,7 @@
 // task adds into belong to it alone (no atomics, deterministic), and it owns
 // the offset / mask gradients of its taps, which it reduces over its channels.
 
+#include "common/layout.h"
 #include "deform_conv/deform_conv_kernels.h"
 #include "deform_conv/deform_conv_math.h"
 
@@ -278,7 +279,7 @@ void bias_grad_impl(const at::Tensor& grad_output, at::Tensor& out) {
 }
 
 at::Tensor bias_grad(const at::Tensor& grad_output) {
-  const at::Tensor go = grad_output.contiguous(at::MemoryFormat::ChannelsLast);
+  const at::Tensor go = contiguous_cpu(grad_output, at::MemoryFormat::ChannelsLast);
   at::Tensor out = at::empty({go.size(1)}, go.options());
   AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, go.scalar_type(),
                                   "mmops::deform_conv2d bias gradient (CPU)",
@@ -304,7 +305,7 @@ void col2im(const ColumnArgs& a, const at::Tensor& grad_cols, at::Tensor& grad_i
 }
 
 at::Tensor channels_last(const at::Tensor& t) {
-  return t.contiguous(at::MemoryFormat::ChannelsLast);
+  return contiguous_cpu(t, at::MemoryFormat::ChannelsLast);
 }
 
 // col2im owns its grad_input channels per task, the weight and bias gradients

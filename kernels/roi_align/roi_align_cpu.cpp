@@ -7,6 +7,7 @@
 // Backward: parallel over channels, so that no two threads ever add into the
 // same gradient value (no atomics, deterministic); each thread walks all rois.
 
+#include "common/layout.h"
 #include "roi_align/roi_align_kernels.h"
 #include "roi_align/roi_align_math.h"
 
@@ -266,7 +267,7 @@ std::tuple<at::Tensor, at::Tensor> roi_align_forward_cpu(at::TensorList features
   // Channels-last: a sample's taps are then contiguous runs of channels.
   std::vector<at::Tensor> features;
   for (const at::Tensor& f : features_) {
-    features.push_back(f.contiguous(at::MemoryFormat::ChannelsLast));
+    features.push_back(contiguous_cpu(f, at::MemoryFormat::ChannelsLast));
   }
   const at::Tensor& first = features.front();
   const at::Tensor rois = rois_.contiguous();

@@ -6,6 +6,7 @@
 // threads add into the same gradient value (no atomics, deterministic).
 // argmax is stored channels-last ([K, PH, PW, C] in memory), as on CUDA.
 
+#include "common/layout.h"
 #include "roi_pool/roi_pool_kernels.h"
 #include "roi_pool/roi_pool_math.h"
 
@@ -252,7 +253,7 @@ std::tuple<at::Tensor, at::Tensor> roi_pool_forward_cpu(const at::Tensor& input_
     // channels-last: a channels_last input as it is, an NCHW one copied when
     // the rois cover the map; NCHW otherwise (a few small rois on a big map).
     if (input_.is_contiguous(at::MemoryFormat::ChannelsLast) || rois_cover_the_map<scalar_t>(input_, rois, params)) {
-      const at::Tensor input = input_.contiguous(at::MemoryFormat::ChannelsLast);
+      const at::Tensor input = contiguous_cpu(input_, at::MemoryFormat::ChannelsLast);
       forward_channels_last_kernel<scalar_t>(input, rois, output, arg, params);
     } else {
       forward_kernel<scalar_t>(input_.contiguous(), rois, output, arg, params);
@@ -265,7 +266,7 @@ at::Tensor roi_pool_backward_cpu(const at::Tensor& grad_output_, const at::Tenso
                                  const std::vector<int64_t>& input_shape, const RoIPoolParams& params) {
   const at::Tensor grad_output = grad_output_.contiguous();
   const at::Tensor rois = rois_.contiguous();
-  const at::Tensor argmax = argmax_.contiguous(at::MemoryFormat::ChannelsLast);
+  const at::Tensor argmax = contiguous_cpu(argmax_, at::MemoryFormat::ChannelsLast);
   const auto dtype = grad_output.scalar_type();
   // Reduced-precision gradients accumulate in float, then round once.
   const bool reduced = dtype == at::kHalf || dtype == at::kBFloat16;

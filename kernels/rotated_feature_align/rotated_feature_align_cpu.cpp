@@ -6,6 +6,7 @@
 // a plane accumulates in the compute type, then is written once.
 // Any memory format: the kernels index through the tensors' strides.
 
+#include "common/layout.h"
 #include "rotated_feature_align/rotated_feature_align_kernels.h"
 #include "rotated_feature_align/rotated_feature_align_math.h"
 
@@ -100,7 +101,7 @@ void backward_kernel(const at::Tensor& go, const at::Tensor& boxes, at::Tensor& 
 at::Tensor rotated_feature_align_forward_cpu(const at::Tensor& features, const at::Tensor& best_rbboxes,
                                              const RotatedFeatureAlignParams& params) {
   const at::MemoryFormat format = features.suggest_memory_format();
-  const at::Tensor in = features.contiguous(format);
+  const at::Tensor in = contiguous_cpu(features, format);
   const at::Tensor boxes = best_rbboxes.contiguous();
   at::Tensor out = at::empty(in.sizes(), in.options().memory_format(format));
   if (out.numel() == 0) {
@@ -114,7 +115,7 @@ at::Tensor rotated_feature_align_forward_cpu(const at::Tensor& features, const a
 at::Tensor rotated_feature_align_backward_cpu(const at::Tensor& grad_output, const at::Tensor& best_rbboxes,
                                               const RotatedFeatureAlignParams& params) {
   const at::MemoryFormat format = grad_output.suggest_memory_format();
-  const at::Tensor go = grad_output.contiguous(format);
+  const at::Tensor go = contiguous_cpu(grad_output, format);
   const at::Tensor boxes = best_rbboxes.contiguous();
   at::Tensor grad = at::empty(go.sizes(), go.options().memory_format(format));
   if (grad.numel() == 0) {

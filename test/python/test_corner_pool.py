@@ -249,15 +249,23 @@ def test_strided_input():
         assert torch.equal(out, out_c) and torch.equal(grad, grad_c)
 
 
-def test_channels_last_gradient_of_contiguous_output_gradient():
-    # the output gradient in another layout than input: the result does not change
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32, torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("shape", [(2, 5, 4, 6), (2, 37, 9, 11)])
+def test_output_gradient_in_the_other_layout(dtype, shape):
+    # the output gradient in another layout than the input (the CPU converts it
+    # with a tiled transpose: 37 x 99 planes have ragged tiles): the result does not change
     g = torch.Generator().manual_seed(6)
-    x = torch.randn(2, 5, 4, 6, generator=g).contiguous(memory_format=torch.channels_last)
-    go = torch.randn(2, 5, 4, 6, generator=g)
+    x = torch.randn(shape, generator=g).to(dtype)
+    go = torch.randn(shape, generator=g).to(dtype)
+    x_cl, go_cl = (t.contiguous(memory_format=torch.channels_last) for t in (x, go))
     for mode in MODES:
         _, grad = grad_of(x, mode, go)
-        _, grad_c = grad_of(x.contiguous(), mode, go)
-        assert grad.is_contiguous(memory_format=torch.channels_last) and torch.equal(grad, grad_c)
+        _, grad_cl = grad_of(x_cl, mode, go)
+        assert grad_cl.is_contiguous(memory_format=torch.channels_last) and torch.equal(grad_cl, grad)
+        _, grad_nchw = grad_of(x, mode, go_cl)
+        assert grad_nchw.is_contiguous() and torch.equal(grad_nchw, grad)
+        _, grad_same = grad_of(x_cl, mode, go_cl)
+        assert torch.equal(grad_same, grad)
 
 
 def test_module_and_functional():
