@@ -6,9 +6,9 @@
 // Backward: parallel over channels, so that no two threads ever add into the
 // same gradient value (no atomics, deterministic); each thread walks all rois.
 
-#include "common/layout.h"
 #include "bezier_align/bezier_align_kernels.h"
 #include "bezier_align/bezier_align_math.h"
+#include "common/layout.h"
 
 #include <ATen/Dispatch.h>
 #include <ATen/OpMathType.h>

@@ -16,8 +16,8 @@
 // boxes in order: no atomics, deterministic, the same result for any thread
 // count.
 
-#include "common/layout.h"
 #include "border_align/border_align_kernels.h"
+#include "common/layout.h"
 
 #include <ATen/Dispatch.h>
 #include <ATen/OpMathType.h>

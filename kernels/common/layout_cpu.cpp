@@ -10,8 +10,8 @@ namespace mmops {
 namespace kernels {
 namespace {
 
-constexpr int64_t kTile = 32;  // a tile's rows and columns stay in L1
-constexpr int64_t kMicro = 8;  // moved through a local 8 x 8 block: 8-value runs on both sides
+constexpr int64_t kTile = 32; // a tile's rows and columns stay in L1
+constexpr int64_t kMicro = 8; // moved through a local 8 x 8 block: 8-value runs on both sides
 
 // dst[p][c][r] = src[p][r][c] for `planes` matrices of rows x cols values of
 // type T (only its size matters: the values are moved, never read as numbers).
@@ -74,20 +74,20 @@ at::Tensor contiguous_cpu(const at::Tensor& input, at::MemoryFormat format) {
   const void* src = input.const_data_ptr();
   void* dst = out.mutable_data_ptr();
   switch (input.element_size()) {
-  case 1:
-    transpose_planes(static_cast<const uint8_t*>(src), static_cast<uint8_t*>(dst), planes, rows, cols);
-    break;
-  case 2:
-    transpose_planes(static_cast<const uint16_t*>(src), static_cast<uint16_t*>(dst), planes, rows, cols);
-    break;
-  case 4:
-    transpose_planes(static_cast<const uint32_t*>(src), static_cast<uint32_t*>(dst), planes, rows, cols);
-    break;
-  case 8:
-    transpose_planes(static_cast<const uint64_t*>(src), static_cast<uint64_t*>(dst), planes, rows, cols);
-    break;
-  default:
-    return input.contiguous(format);
+    case 1:
+      transpose_planes(static_cast<const uint8_t*>(src), static_cast<uint8_t*>(dst), planes, rows, cols);
+      break;
+    case 2:
+      transpose_planes(static_cast<const uint16_t*>(src), static_cast<uint16_t*>(dst), planes, rows, cols);
+      break;
+    case 4:
+      transpose_planes(static_cast<const uint32_t*>(src), static_cast<uint32_t*>(dst), planes, rows, cols);
+      break;
+    case 8:
+      transpose_planes(static_cast<const uint64_t*>(src), static_cast<uint64_t*>(dst), planes, rows, cols);
+      break;
+    default:
+      return input.contiguous(format);
   }
   return out;
 }

@@ -12,8 +12,8 @@
 // G(d, p - d) * input1[p - d], displacements in order: deterministic,
 // independent of the thread count, and the CUDA kernel's order.
 
-#include "common/layout.h"
 #include "common/host_device_math.h"
+#include "common/layout.h"
 #include "correlation/correlation_kernels.h"
 
 #include <ATen/Dispatch.h>
