@@ -316,6 +316,23 @@ def test_nan_input_stays_local():
     assert torch.isnan(out).any(dim=1).eq(hit).all()
 
 
+@pytest.mark.parametrize("density", [0.05, 0.5])  # the CPU's gathered GEMM and its dense path
+def test_nonfinite_input_gradients_stay_local(density):
+    # An Inf input pixel reaches grad_weight only at the taps through which a selected position
+    # reads it (the dense path would add 0 * Inf from unselected ones: it is not taken then).
+    (x, mask, weight, bias), p, s = make_inputs(1, 2, 8, 8, 3, 3, density=density, seed=6)
+    assert p == [1, 1] and s == [1, 1]
+    x[0, 1, 4, 4] = float("inf")
+    leaves = [t.detach().clone().requires_grad_(True) for t in (x, weight, bias)]
+    grads = torch.autograd.grad(call(leaves[0], mask, leaves[1], leaves[2], p, s), leaves, torch.ones(1, 3, 8, 8))
+    reads = torch.zeros(3, 3, dtype=torch.bool)  # tap (i, j) of output (5 - i, 5 - j) reads pixel (4, 4)
+    for i in range(3):
+        for j in range(3):
+            reads[i, j] = bool(mask[0, 5 - i, 5 - j] > 0)
+    assert torch.equal(~torch.isfinite(grads[1][:, 1]), reads.expand(3, 3, 3))
+    assert torch.isfinite(grads[1][:, 0]).all() and torch.isfinite(grads[0]).all() and torch.isfinite(grads[2]).all()
+
+
 def test_noncontiguous_inputs():
     (x, mask, weight, bias), p, s = make_inputs(2, 4, 7, 9, 5, 3, seed=8)
     expected = call(x, mask, weight, bias, p, s)
@@ -389,8 +406,9 @@ def test_gradcheck(case):
     assert torch.autograd.gradcheck(lambda a, b, cc: call(a, mask, b, cc, p, s), (x, weight, bias), fast_mode=True)
 
 
-def test_gradients_match_reference():
-    (x, mask, weight, bias), p, s = make_inputs(2, 4, 9, 8, 5, 3, seed=11, mask_like="input")
+@pytest.mark.parametrize("density", [0.05, 0.5])  # the CPU's gathered GEMM and its dense path
+def test_gradients_match_reference(density):
+    (x, mask, weight, bias), p, s = make_inputs(2, 4, 9, 8, 5, 3, density=density, seed=11, mask_like="input")
     go = torch.randn(2, 5, 9, 8, dtype=torch.float64)
     grads = []
     for fn in (call, reference):
