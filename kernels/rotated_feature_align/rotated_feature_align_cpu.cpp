@@ -1,10 +1,16 @@
 // CPU kernels of rotated_feature_align.
 //
-// Forward: parallel over image rows; a pixel's taps are computed once and
-// applied to every channel. Backward: parallel over (image, channel) planes,
-// so that no two threads add into the same gradient value (deterministic);
-// a plane accumulates in the compute type, then is written once.
-// Any memory format: the kernels index through the tensors' strides.
+// Every pixel's sample points depend on its rbox only, not on the channel, so
+// they are computed once per call (PlaneTaps: offsets into a dense H x W plane
+// and bilinear weights, the valid points first) and shared by all channels.
+// Forward: NCHW walks a block of kChannelBlock planes pixel by pixel (the
+// planes stay in L1 however the points scatter); channels_last walks pixels,
+// each pixel's channels contiguous. Backward: parallel over (image, channel)
+// planes, so that no two threads add into the same gradient value
+// (deterministic); a plane accumulates in the compute type, then is written
+// once. Sums run in the order of sample_sum (rotated_feature_align_math.h).
+// NCHW and channels_last inputs (contiguous_cpu makes one of them): a dense
+// plane offset o is at o * stride(3) in either.
 
 #include "common/layout.h"
 #include "rotated_feature_align/rotated_feature_align_kernels.h"
@@ -15,6 +21,9 @@
 #include <ATen/Parallel.h>
 #include <ATen/ops/empty.h>
 
+#include <algorithm>
+#include <cstdint>
+#include <limits>
 #include <vector>
 
 namespace mmops {
@@ -23,35 +32,101 @@ namespace {
 
 using namespace rotated_feature_align_math;
 
-template <typename scalar_t, typename acc_t>
-PixelTaps<acc_t> taps_of(const scalar_t* boxes, int64_t pixel, const RotatedFeatureAlignParams& p, int64_t height,
-                         int64_t width, PlaneStrides s) {
-  acc_t box[5];
-  for (int i = 0; i < 5; ++i) {
-    box[i] = static_cast<acc_t>(boxes[pixel * 5 + i]);
+constexpr int64_t kChannelBlock = 8;
+
+// One valid sample point: four neighbours in a dense plane and their weights.
+template <typename T>
+struct DenseTap {
+  int32_t offset[4];
+  T weight[4];
+};
+
+// The valid sample points of every pixel of the batch: pixel i's are
+// tap[i * points, i * points + count[i]), in sample_sum's order.
+template <typename T>
+struct PlaneTaps {
+  std::vector<DenseTap<T>> tap;
+  std::vector<uint8_t> count;
+  int64_t points;
+
+  // sum of the points' samples of one plane; col: the plane's column stride
+  template <typename scalar_t>
+  T sample_sum(int64_t pixel, const scalar_t* plane, int64_t col) const {
+    T sum = T(0);
+    const DenseTap<T>* t = tap.data() + pixel * points;
+    for (int k = 0; k < count[pixel]; ++k) {
+      for (int j = 0; j < 4; ++j) {
+        sum += t[k].weight[j] * static_cast<T>(plane[t[k].offset[j] * col]);
+      }
+    }
+    return sum;
   }
-  return pixel_taps<acc_t>(box, static_cast<acc_t>(p.spatial_scale), static_cast<int>(p.points), height, width, s);
+};
+
+template <typename scalar_t, typename acc_t>
+PlaneTaps<acc_t> plane_taps(const at::Tensor& boxes, const RotatedFeatureAlignParams& p, int64_t height,
+                            int64_t width) {
+  TORCH_CHECK(height * width <= std::numeric_limits<int32_t>::max(), "rotated_feature_align: a feature plane of ",
+              height, " x ", width, " values is larger than the CPU kernel's 32-bit offsets");
+  const int64_t pixels = boxes.size(0) * height * width;
+  PlaneTaps<acc_t> taps{std::vector<DenseTap<acc_t>>(pixels * p.points), std::vector<uint8_t>(pixels), p.points};
+  const scalar_t* box = boxes.const_data_ptr<scalar_t>();
+  const acc_t scale = static_cast<acc_t>(p.spatial_scale);
+  at::parallel_for(0, pixels, 256, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) {
+      acc_t b[5];
+      for (int k = 0; k < 5; ++k) {
+        b[k] = static_cast<acc_t>(box[i * 5 + k]);
+      }
+      const PixelTaps<acc_t> all = pixel_taps<acc_t>(b, scale, static_cast<int>(p.points), height, width, {width, 1});
+      int valid = 0;
+      for (int k = 0; k < all.count; ++k) {
+        if (all.tap[k].valid) {
+          DenseTap<acc_t>& t = taps.tap[i * p.points + valid++];
+          for (int j = 0; j < 4; ++j) {
+            t.offset[j] = static_cast<int32_t>(all.tap[k].offset[j]);
+            t.weight[j] = all.tap[k].weight[j];
+          }
+        }
+      }
+      taps.count[i] = static_cast<uint8_t>(valid);
+    }
+  });
+  return taps;
 }
 
 template <typename scalar_t>
 void forward_kernel(const at::Tensor& in, const at::Tensor& boxes, at::Tensor& out,
                     const RotatedFeatureAlignParams& p) {
   using acc_t = at::opmath_type<scalar_t>;
-  const int64_t channels = in.size(1), height = in.size(2), width = in.size(3);
-  const int64_t sn = in.stride(0), sc = in.stride(1), sh = in.stride(2), sw = in.stride(3);
-  const PlaneStrides strides{sh, sw};
+  const int64_t batch = in.size(0), channels = in.size(1), height = in.size(2), width = in.size(3);
+  const int64_t plane_size = height * width;
+  const int64_t sn = in.stride(0), sc = in.stride(1), sw = in.stride(3);
+  const PlaneTaps<acc_t> taps = plane_taps<scalar_t, acc_t>(boxes, p, height, width);
   const scalar_t* src = in.const_data_ptr<scalar_t>();
-  const scalar_t* box = boxes.const_data_ptr<scalar_t>();
   scalar_t* dst = out.mutable_data_ptr<scalar_t>();
-  at::parallel_for(0, in.size(0) * height, 1, [&](int64_t begin, int64_t end) {
-    for (int64_t row = begin; row < end; ++row) {
-      const int64_t n = row / height, h = row % height;
-      for (int64_t w = 0; w < width; ++w) {
-        const PixelTaps<acc_t> taps = taps_of<scalar_t, acc_t>(box, row * width + w, p, height, width, strides);
+  const auto pixel = [&](int64_t n, int64_t i, int64_t c) {
+    const scalar_t* plane = src + n * sn + c * sc;
+    const acc_t sum = taps.sample_sum(n * plane_size + i, plane, sw);
+    dst[n * sn + c * sc + i * sw] = static_cast<scalar_t>(static_cast<acc_t>(plane[i * sw]) + sum);
+  };
+  if (sc == 1) { // channels_last: a pixel's channels are contiguous
+    at::parallel_for(0, batch * plane_size, std::max<int64_t>(1, 4096 / channels), [&](int64_t begin, int64_t end) {
+      for (int64_t q = begin; q < end; ++q) {
         for (int64_t c = 0; c < channels; ++c) {
-          const scalar_t* plane = src + n * sn + c * sc;
-          const int64_t at = h * sh + w * sw;
-          dst[n * sn + c * sc + at] = static_cast<scalar_t>(static_cast<acc_t>(plane[at]) + sample_sum(taps, plane));
+          pixel(q / plane_size, q % plane_size, c);
+        }
+      }
+    });
+    return;
+  }
+  const int64_t blocks = (channels + kChannelBlock - 1) / kChannelBlock;
+  at::parallel_for(0, batch * blocks, 1, [&](int64_t begin, int64_t end) {
+    for (int64_t q = begin; q < end; ++q) {
+      const int64_t n = q / blocks, c0 = q % blocks * kChannelBlock, c1 = std::min(channels, c0 + kChannelBlock);
+      for (int64_t i = 0; i < plane_size; ++i) {
+        for (int64_t c = c0; c < c1; ++c) {
+          pixel(n, i, c);
         }
       }
     }
@@ -63,34 +138,31 @@ void backward_kernel(const at::Tensor& go, const at::Tensor& boxes, at::Tensor& 
                      const RotatedFeatureAlignParams& p) {
   using acc_t = at::opmath_type<scalar_t>;
   const int64_t channels = go.size(1), height = go.size(2), width = go.size(3);
-  const int64_t sn = go.stride(0), sc = go.stride(1), sh = go.stride(2), sw = go.stride(3);
+  const int64_t plane_size = height * width;
+  const int64_t sn = go.stride(0), sc = go.stride(1), sw = go.stride(3);
+  const PlaneTaps<acc_t> taps = plane_taps<scalar_t, acc_t>(boxes, p, height, width);
   const scalar_t* g = go.const_data_ptr<scalar_t>();
-  const scalar_t* box = boxes.const_data_ptr<scalar_t>();
   scalar_t* dst = grad.mutable_data_ptr<scalar_t>();
-  // taps indexed in a dense H x W plane (row-major), mapped to strides at the end
-  const PlaneStrides dense{width, 1};
   at::parallel_for(0, go.size(0) * channels, 1, [&](int64_t begin, int64_t end) {
-    std::vector<acc_t> acc(height * width);
+    std::vector<acc_t> acc(plane_size);
     for (int64_t plane = begin; plane < end; ++plane) {
       const int64_t n = plane / channels, c = plane % channels;
       const scalar_t* gp = g + n * sn + c * sc;
-      for (int64_t i = 0; i < height * width; ++i) {
-        acc[i] = static_cast<acc_t>(gp[(i / width) * sh + (i % width) * sw]);
+      for (int64_t i = 0; i < plane_size; ++i) {
+        acc[i] = static_cast<acc_t>(gp[i * sw]);
       }
-      for (int64_t i = 0; i < height * width; ++i) {
-        const PixelTaps<acc_t> taps = taps_of<scalar_t, acc_t>(box, n * height * width + i, p, height, width, dense);
-        const acc_t v = static_cast<acc_t>(gp[(i / width) * sh + (i % width) * sw]);
-        for (int k = 0; k < taps.count; ++k) {
-          if (taps.tap[k].valid) {
-            for (int j = 0; j < 4; ++j) {
-              acc[taps.tap[k].offset[j]] += v * taps.tap[k].weight[j];
-            }
+      for (int64_t i = 0; i < plane_size; ++i) {
+        const acc_t v = static_cast<acc_t>(gp[i * sw]);
+        const DenseTap<acc_t>* t = taps.tap.data() + (n * plane_size + i) * taps.points;
+        for (int k = 0; k < taps.count[n * plane_size + i]; ++k) {
+          for (int j = 0; j < 4; ++j) {
+            acc[t[k].offset[j]] += v * t[k].weight[j];
           }
         }
       }
       scalar_t* gd = dst + n * sn + c * sc;
-      for (int64_t i = 0; i < height * width; ++i) {
-        gd[(i / width) * sh + (i % width) * sw] = static_cast<scalar_t>(acc[i]);
+      for (int64_t i = 0; i < plane_size; ++i) {
+        gd[i * sw] = static_cast<scalar_t>(acc[i]);
       }
     }
   });
