@@ -1,6 +1,8 @@
 // CPU kernels of active_rotated_filter: the tables of active_rotated_filter_math.h
 // (indices validated by the caller), then a gather parallel over output rows
-// (forward) or input planes (backward); every value has one writer.
+// (forward) or input planes (backward); every value has one writer. The loops
+// walk (plane, entry) directly, so no element pays index divisions; the
+// backward's table of won targets (per entry and rotation) is built once.
 
 #include "active_rotated_filter/active_rotated_filter_kernels.h"
 #include "active_rotated_filter/active_rotated_filter_math.h"
@@ -21,6 +23,7 @@ using namespace active_rotated_filter_math;
 
 struct Tables {
   std::vector<int32_t> target, source;
+  std::vector<int32_t> won; // [E * R]: won_target of (l, k), -1 when l is not m's source
 };
 
 Tables tables_of(const at::Tensor& indices, const ActiveRotatedFilterParams& p) {
@@ -41,6 +44,13 @@ Tables tables_of(const at::Tensor& indices, const ActiveRotatedFilterParams& p) 
       }
     }
   });
+  t.won.resize(entries * rotations);
+  for (int64_t l = 0; l < entries; ++l) {
+    for (int64_t k = 0; k < rotations; ++k) {
+      t.won[l * rotations + k] =
+          won_target(t.target[l * rotations + k], t.source.data() + k * entries, static_cast<int32_t>(l));
+    }
+  }
   return t;
 }
 
@@ -55,14 +65,20 @@ at::Tensor active_rotated_filter_forward_cpu(const at::Tensor& input, const at::
     return out;
   }
   const Tables t = tables_of(indices, p);
-  const int64_t columns = p.in_planes * p.entries;
+  const int64_t entries = p.entries, columns = p.in_planes * entries;
   AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, in.scalar_type(), "active_rotated_filter_forward_cpu", [&] {
     const scalar_t* src = in.const_data_ptr<scalar_t>();
     scalar_t* dst = out.mutable_data_ptr<scalar_t>();
     at::parallel_for(0, out.size(0), 1, [&](int64_t begin, int64_t end) {
-      for (int64_t row = begin; row < end; ++row) {
-        for (int64_t col = 0; col < columns; ++col) {
-          dst[row * columns + col] = gathered(src, t.source.data(), row, col, p.rotations, p.in_planes, p.entries);
+      for (int64_t row = begin; row < end; ++row) { // row = i * R + k: the rule of gathered()
+        const int64_t i = row / p.rotations, k = row % p.rotations;
+        const int32_t* source = t.source.data() + k * entries;
+        for (int64_t j = 0; j < p.in_planes; ++j) {
+          const scalar_t* in_block = src + (i * p.in_planes + j) * entries;
+          scalar_t* out_block = dst + row * columns + j * entries;
+          for (int64_t m = 0; m < entries; ++m) {
+            out_block[m] = source[m] >= 0 ? in_block[source[m]] : scalar_t(0);
+          }
         }
       }
     });
@@ -78,17 +94,28 @@ at::Tensor active_rotated_filter_backward_cpu(const at::Tensor& grad_output, con
     return grad;
   }
   const Tables t = tables_of(indices, p);
-  const int64_t columns = p.in_planes * p.entries;
+  const int64_t entries = p.entries, rotations = p.rotations, columns = p.in_planes * entries;
   AT_DISPATCH_FLOATING_TYPES_AND2(
       at::kHalf, at::kBFloat16, go.scalar_type(), "active_rotated_filter_backward_cpu", [&] {
         using acc_t = at::opmath_type<scalar_t>;
         const scalar_t* g = go.const_data_ptr<scalar_t>();
         scalar_t* dst = grad.mutable_data_ptr<scalar_t>();
+        // gradient of entry (i, j, l): the sum over k of gathered_grad(), in the same order
         at::parallel_for(0, p.out_planes, 1, [&](int64_t begin, int64_t end) {
           for (int64_t i = begin; i < end; ++i) {
-            for (int64_t col = 0; col < columns; ++col) {
-              dst[i * columns + col] = static_cast<scalar_t>(gathered_grad<acc_t>(
-                  g, t.target.data(), t.source.data(), i, col, p.rotations, p.in_planes, p.entries));
+            for (int64_t j = 0; j < p.in_planes; ++j) {
+              const scalar_t* g_block = g + (i * rotations * p.in_planes + j) * entries; // k = 0
+              const int64_t k_stride = p.in_planes * entries;
+              for (int64_t l = 0; l < entries; ++l) {
+                const int32_t* won = t.won.data() + l * rotations;
+                acc_t sum = acc_t(0);
+                for (int64_t k = 0; k < rotations; ++k) {
+                  if (won[k] >= 0) {
+                    sum += static_cast<acc_t>(g_block[k * k_stride + won[k]]);
+                  }
+                }
+                dst[i * columns + j * entries + l] = static_cast<scalar_t>(sum);
+              }
             }
           }
         });
