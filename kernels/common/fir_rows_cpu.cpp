@@ -4,27 +4,24 @@
 // marked so use those instructions, and they run only where the CPU has them).
 
 #include "common/fir_rows_cpu.h"
-
-#include <ATen/Version.h>
+#include "common/cpu_simd.h"
 
 #include <cmath>
 #include <cstring>
 #include <limits>
 #include <numeric>
-#include <string>
 #include <type_traits>
 
 namespace mmops {
 namespace fir {
 namespace cpu {
 
+// The AVX2 loops run where ATen's own CPU kernels run AVX2 or AVX-512 (the
+// choice of kernels/common/cpu_simd.h, ATEN_CPU_CAPABILITY included).
 bool use_avx2() {
 #if MMOPS_FIR_HAVE_AVX2
-  static const bool use = [] {
-    const std::string capability = at::get_cpu_capability();
-    return (capability == "AVX2" || capability == "AVX512") && __builtin_cpu_supports("avx2") &&
-           __builtin_cpu_supports("fma");
-  }();
+  static const bool use = kernels::cpu_simd() != kernels::CpuSimd::Default && __builtin_cpu_supports("avx2") &&
+                          __builtin_cpu_supports("fma");
   return use;
 #else
   return false;
