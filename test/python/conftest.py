@@ -9,6 +9,7 @@ build/libmmops.so itself).
 
 import contextlib
 import os
+import subprocess
 import sys
 import tempfile
 
@@ -201,3 +202,18 @@ def with_batch_index(rois, row, value):
     rois = rois.clone()
     rois[row, 0] = value
     return rois
+
+
+def run_with_default_cpu_capability(module, function):
+    """Runs module.function() in a child process where ATen's CPU capability is DEFAULT: the
+    baseline builds of CPU loops that also exist for AVX2 / AVX-512 (kernels/common/cpu_simd.h)."""
+    env = dict(os.environ, ATEN_CPU_CAPABILITY="default", PYTHONPATH=os.pathsep.join(sys.path))
+    env["MMOPS_LIBRARY"] = os.path.abspath(mmops.library_path)
+    code = (
+        "import torch\n"
+        "assert torch.backends.cpu.get_cpu_capability() == 'DEFAULT'\n"
+        f"import {module}\n"
+        f"{module}.{function}()\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
+    assert proc.returncode == 0, proc.stdout + proc.stderr

@@ -6,15 +6,11 @@ CUDA tile arithmetic, CUDA == CPU and the mmcv bridge."""
 
 import importlib
 import math
-import os
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 import torch
 from conformance import BadInput, ConformanceCase, ConformanceSuite, Sample, magnitude_tolerance
-from conftest import TOL
+from conftest import TOL, run_with_default_cpu_capability
 from filtered_lrelu_reference import filtered_lrelu_mmcv_ref, filtered_lrelu_ref
 
 import mmops
@@ -290,19 +286,8 @@ def test_cpu_paths_match_reference():
 
 
 def test_baseline_cpu_loops_match_reference():
-    # The CPU kernel's loops are compiled for the baseline ISA and for AVX2 + FMA, the latter
-    # used where ATen's CPU capability allows: ATEN_CPU_CAPABILITY=default (a child process)
-    # runs the baseline ones.
-    env = dict(os.environ, ATEN_CPU_CAPABILITY="default", PYTHONPATH=os.pathsep.join(sys.path))
-    env["MMOPS_LIBRARY"] = str(Path(mmops.library_path).absolute())
-    code = (
-        "import torch\n"
-        "assert torch.backends.cpu.get_cpu_capability() == 'DEFAULT'\n"
-        "import test_filtered_lrelu\n"
-        "test_filtered_lrelu._check_cpu_paths()\n"
-    )
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
-    assert proc.returncode == 0, proc.stdout + proc.stderr
+    # The CPU loops exist for the baseline ISA and for AVX2 + FMA: the baseline ones here.
+    run_with_default_cpu_capability("test_filtered_lrelu", "_check_cpu_paths")
 
 
 def _row(values):
