@@ -9,7 +9,7 @@ import pytest
 import torch
 from bias_act_reference import ACTS, bias_act_composite, bias_act_grad_ref, bias_act_ref
 from conformance import BadInput, ConformanceCase, ConformanceSuite, Sample
-from conftest import TOL
+from conftest import TOL, run_with_default_cpu_capability
 
 import mmops
 
@@ -425,6 +425,20 @@ CPU_RUN_CASES = [
 
 @pytest.mark.parametrize("act", list(ACTS))
 def test_cpu_bias_runs(act):
+    _check_cpu_bias_runs(act)
+
+
+def test_baseline_cpu_build_bias_runs():
+    # The CPU loops are built per instruction set (cpu_simd.h): the DEFAULT build here.
+    run_with_default_cpu_capability("test_bias_act", "_check_all_cpu_bias_runs")
+
+
+def _check_all_cpu_bias_runs():
+    for act in ACTS:
+        _check_cpu_bias_runs(act)
+
+
+def _check_cpu_bias_runs(act):
     for i, (shape, dim, fmt) in enumerate(CPU_RUN_CASES):
         clamp = 0.75 if i % 2 else None
         for dtype in DTYPES:
