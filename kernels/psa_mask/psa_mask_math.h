@@ -29,13 +29,12 @@ struct PsaMaskParams {
 
 namespace psa_mask_math {
 
-// The input channel that output element (a, b, c) of one image takes (a: the
-// output channel, (b, c) its pixel), or -1 (the element is 0); *src_pixel is
-// then the source pixel h * W + w.
-C10_HOST_DEVICE inline int64_t source_of(int64_t a, int64_t b, int64_t c, int64_t height, int64_t width, int64_t mask_h,
-                                         int64_t mask_w, bool collect, int64_t* src_pixel) {
+// The input channel that output element (a, b, c) of one image takes (a = ay *
+// W + ax: the output channel, (b, c) its pixel), or -1 (the element is 0);
+// *src_pixel is then the source pixel h * W + w.
+C10_HOST_DEVICE inline int64_t source_of_split(int64_t ay, int64_t ax, int64_t b, int64_t c, int64_t width,
+                                               int64_t mask_h, int64_t mask_w, bool collect, int64_t* src_pixel) {
   // collect: a is the target (y, x), (b, c) the source (h, w); distribute: the reverse.
-  const int64_t ay = a / width, ax = a - ay * width;
   const int64_t y = collect ? ay : b, x = collect ? ax : c;
   const int64_t h = collect ? b : ay, w = collect ? c : ax;
   const int64_t i = y - h + (mask_h - 1) / 2;
@@ -47,18 +46,29 @@ C10_HOST_DEVICE inline int64_t source_of(int64_t a, int64_t b, int64_t c, int64_
   return i * mask_w + j;
 }
 
+C10_HOST_DEVICE inline int64_t source_of(int64_t a, int64_t b, int64_t c, int64_t height, int64_t width, int64_t mask_h,
+                                         int64_t mask_w, bool collect, int64_t* src_pixel) {
+  const int64_t ay = a / width;
+  return source_of_split(ay, a - ay * width, b, c, width, mask_h, mask_w, collect, src_pixel);
+}
+
 // The output element (of one image, as a flat index into [H * W, H, W]) that
-// input element (k, h, w) goes to, or -1 when its target lies outside the map
-// (its gradient is then 0).
-C10_HOST_DEVICE inline int64_t target_of(int64_t k, int64_t h, int64_t w, int64_t height, int64_t width, int64_t mask_w,
-                                         int64_t half_h, int64_t half_w, bool collect) {
-  const int64_t i = k / mask_w, j = k - i * mask_w;
+// input element (k = i * mask_w + j, h, w) goes to, or -1 when its target lies
+// outside the map (its gradient is then 0).
+C10_HOST_DEVICE inline int64_t target_of_split(int64_t i, int64_t j, int64_t h, int64_t w, int64_t height,
+                                               int64_t width, int64_t half_h, int64_t half_w, bool collect) {
   const int64_t y = h + i - half_h, x = w + j - half_w;
   if (y < 0 || y >= height || x < 0 || x >= width) {
     return -1;
   }
   const int64_t plane = height * width;
   return collect ? (y * width + x) * plane + h * width + w : (h * width + w) * plane + y * width + x;
+}
+
+C10_HOST_DEVICE inline int64_t target_of(int64_t k, int64_t h, int64_t w, int64_t height, int64_t width, int64_t mask_w,
+                                         int64_t half_h, int64_t half_w, bool collect) {
+  const int64_t i = k / mask_w;
+  return target_of_split(i, k - i * mask_w, h, w, height, width, half_h, half_w, collect);
 }
 
 } // namespace psa_mask_math
