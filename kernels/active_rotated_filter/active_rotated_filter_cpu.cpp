@@ -21,34 +21,33 @@ namespace {
 
 using namespace active_rotated_filter_math;
 
+// source[k * E + m]: the entry output entry m of rotation k copies (or -1);
+// won[l * R + k]: the output entry whose gradient entry l reads for rotation k (or -1).
 struct Tables {
-  std::vector<int32_t> target, source;
-  std::vector<int32_t> won; // [E * R]: won_target of (l, k), -1 when l is not m's source
+  std::vector<int32_t> source, won;
 };
 
 Tables tables_of(const at::Tensor& indices, const ActiveRotatedFilterParams& p) {
-  Tables t;
   const int64_t entries = p.entries, rotations = p.rotations;
-  t.target.assign(entries * rotations, -1);
-  t.source.assign(rotations * entries, -1);
+  std::vector<int32_t> target(entries * rotations, -1);
+  Tables t{std::vector<int32_t>(rotations * entries, -1), std::vector<int32_t>(entries * rotations, -1)};
   const at::Tensor idx = indices.contiguous();
   AT_DISPATCH_INTEGRAL_TYPES(idx.scalar_type(), "active_rotated_filter_tables", [&] {
     const scalar_t* v = idx.const_data_ptr<scalar_t>();
     for (int64_t l = 0; l < entries; ++l) {
       for (int64_t k = 0; k < rotations; ++k) {
         const int32_t m = target_of(v[l * rotations + k], entries);
-        t.target[l * rotations + k] = m;
+        target[l * rotations + k] = m;
         if (m >= 0) {
           t.source[k * entries + m] = static_cast<int32_t>(l); // l ascending: the largest wins
         }
       }
     }
   });
-  t.won.resize(entries * rotations);
   for (int64_t l = 0; l < entries; ++l) {
     for (int64_t k = 0; k < rotations; ++k) {
       t.won[l * rotations + k] =
-          won_target(t.target[l * rotations + k], t.source.data() + k * entries, static_cast<int32_t>(l));
+          won_target(target[l * rotations + k], t.source.data() + k * entries, static_cast<int32_t>(l));
     }
   }
   return t;
@@ -70,7 +69,7 @@ at::Tensor active_rotated_filter_forward_cpu(const at::Tensor& input, const at::
     const scalar_t* src = in.const_data_ptr<scalar_t>();
     scalar_t* dst = out.mutable_data_ptr<scalar_t>();
     at::parallel_for(0, out.size(0), 1, [&](int64_t begin, int64_t end) {
-      for (int64_t row = begin; row < end; ++row) { // row = i * R + k: the rule of gathered()
+      for (int64_t row = begin; row < end; ++row) { // row = i * R + k, column = j * E + m
         const int64_t i = row / p.rotations, k = row % p.rotations;
         const int32_t* source = t.source.data() + k * entries;
         for (int64_t j = 0; j < p.in_planes; ++j) {
@@ -100,7 +99,7 @@ at::Tensor active_rotated_filter_backward_cpu(const at::Tensor& grad_output, con
         using acc_t = at::opmath_type<scalar_t>;
         const scalar_t* g = go.const_data_ptr<scalar_t>();
         scalar_t* dst = grad.mutable_data_ptr<scalar_t>();
-        // gradient of entry (i, j, l): the sum over k of gathered_grad(), in the same order
+        // gradient of entry (i, j, l): its won output entries' gradients, k ascending
         at::parallel_for(0, p.out_planes, 1, [&](int64_t begin, int64_t end) {
           for (int64_t i = begin; i < end; ++i) {
             for (int64_t j = 0; j < p.in_planes; ++j) {

@@ -24,36 +24,10 @@ C10_HOST_DEVICE inline int32_t target_of(index_t value, int64_t entries) {
   return v >= 1 && v <= entries ? static_cast<int32_t>(v - 1) : -1;
 }
 
-// Output entry m of block (i, k, j) (row = i * R + k, column = j * E + m).
-template <typename scalar_t>
-C10_HOST_DEVICE inline scalar_t gathered(const scalar_t* input, const int32_t* source, int64_t row, int64_t column,
-                                         int64_t rotations, int64_t in_planes, int64_t entries) {
-  const int64_t i = row / rotations, k = row - i * rotations;
-  const int64_t j = column / entries, m = column - j * entries;
-  const int32_t l = source[k * entries + m];
-  return l >= 0 ? input[(i * in_planes + j) * entries + l] : scalar_t(0);
-}
-
 // The target m of entry l for one rotation when l is its source (source_k = source + k * E), else -1:
 // the output entry the gradient of l is read from.
 C10_HOST_DEVICE inline int32_t won_target(int32_t m, const int32_t* source_k, int32_t l) {
   return m >= 0 && source_k[m] == l ? m : -1;
-}
-
-// Gradient of input entry (i, j, l) (row = i, column = j * E + l), in the compute type.
-template <typename acc_t, typename scalar_t>
-C10_HOST_DEVICE inline acc_t gathered_grad(const scalar_t* grad_output, const int32_t* target, const int32_t* source,
-                                           int64_t i, int64_t column, int64_t rotations, int64_t in_planes,
-                                           int64_t entries) {
-  const int64_t j = column / entries, l = column - j * entries;
-  acc_t sum = acc_t(0);
-  for (int64_t k = 0; k < rotations; ++k) {
-    const int32_t m = won_target(target[l * rotations + k], source + k * entries, static_cast<int32_t>(l));
-    if (m >= 0) {
-      sum += static_cast<acc_t>(grad_output[((i * rotations + k) * in_planes + j) * entries + m]);
-    }
-  }
-  return sum;
 }
 
 } // namespace active_rotated_filter_math

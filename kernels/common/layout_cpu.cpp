@@ -73,18 +73,22 @@ at::Tensor contiguous_cpu(const at::Tensor& input, at::MemoryFormat format) {
   const int64_t rows = to_nhwc ? channels : pixels, cols = to_nhwc ? pixels : channels;
   const void* src = input.const_data_ptr();
   void* dst = out.mutable_data_ptr();
+  const auto move = [&](auto word) { // the values as unsigned words of their size
+    using T = decltype(word);
+    transpose_planes(static_cast<const T*>(src), static_cast<T*>(dst), planes, rows, cols);
+  };
   switch (input.element_size()) {
     case 1:
-      transpose_planes(static_cast<const uint8_t*>(src), static_cast<uint8_t*>(dst), planes, rows, cols);
+      move(uint8_t{});
       break;
     case 2:
-      transpose_planes(static_cast<const uint16_t*>(src), static_cast<uint16_t*>(dst), planes, rows, cols);
+      move(uint16_t{});
       break;
     case 4:
-      transpose_planes(static_cast<const uint32_t*>(src), static_cast<uint32_t*>(dst), planes, rows, cols);
+      move(uint32_t{});
       break;
     case 8:
-      transpose_planes(static_cast<const uint64_t*>(src), static_cast<uint64_t*>(dst), planes, rows, cols);
+      move(uint64_t{});
       break;
     default:
       return input.contiguous(format);

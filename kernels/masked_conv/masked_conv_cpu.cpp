@@ -191,10 +191,9 @@ at::Tensor masked_conv2d_forward_cpu(const at::Tensor& input, const at::Tensor& 
 std::tuple<at::Tensor, at::Tensor, at::Tensor> masked_conv2d_backward_cpu(
     const at::Tensor& grad_output, const at::Tensor& input, const at::Tensor& mask, const at::Tensor& weight,
     const MaskedConvParams& p, std::array<bool, 3> output_mask) {
-  const bool finite =
-      input.numel() > 0 && weight.numel() > 0 && grad_output.numel() > 0 && finite_sum(input) && finite_sum(weight);
-  const at::Tensor grid = finite ? dense_grid(input, mask, p) : at::Tensor();
-  if (grid.defined()) {
+  const at::Tensor grid =
+      input.numel() > 0 && weight.numel() > 0 && grad_output.numel() > 0 ? dense_grid(input, mask, p) : at::Tensor();
+  if (grid.defined() && finite_sum(input) && finite_sum(weight)) {
     auto [gi, gw, gb] =
         at::convolution_backward(keep_masked(grad_output, grid), input, weight, std::vector<int64_t>{weight.size(0)},
                                  {p.stride_h, p.stride_w}, {p.pad_h, p.pad_w}, {1, 1}, /*transposed=*/false, {0, 0},

@@ -66,8 +66,9 @@ struct PlaneTaps {
 template <typename scalar_t, typename acc_t>
 PlaneTaps<acc_t> plane_taps(const at::Tensor& boxes, const RotatedFeatureAlignParams& p, int64_t height,
                             int64_t width) {
-  TORCH_CHECK(height * width <= std::numeric_limits<int32_t>::max(), "rotated_feature_align: a feature plane of ",
-              height, " x ", width, " values is larger than the CPU kernel's 32-bit offsets");
+  TORCH_CHECK(height * width <= std::numeric_limits<int32_t>::max(),
+              "mmops::rotated_feature_align: a feature plane of ", height, " x ", width,
+              " values is larger than the CPU kernel's 32-bit offsets");
   const int64_t pixels = boxes.size(0) * height * width;
   PlaneTaps<acc_t> taps{std::vector<DenseTap<acc_t>>(pixels * p.points), std::vector<uint8_t>(pixels), p.points};
   const scalar_t* box = boxes.const_data_ptr<scalar_t>();
